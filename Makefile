@@ -1,0 +1,179 @@
+# bitnet toolkit - one Makefile for the library, the tools, the tests, the
+# man pages, the demo and the fuzzers.
+#
+#   make            build lib/libbitnet.a and every tool (into $(BUILD)/)
+#   make check      build and run every test (unit + CLI)
+#   make demo       convert, quantize and run a real model
+#   make fuzz       run each libFuzzer harness for FUZZ_TIME seconds (clang)
+#   make install    prefix/PREFIX DESTDIR bindir libdir includedir mandir
+#   make SAN=1      build with -fsanitize=address,undefined (into build-san/)
+#   V=1             show the commands
+
+CC       ?= cc
+PKG_CONFIG ?= pkg-config
+prefix   ?= $(if $(PREFIX),$(PREFIX),/usr/local)
+exec_prefix ?= $(prefix)
+bindir   ?= $(exec_prefix)/bin
+libdir   ?= $(exec_prefix)/lib
+includedir ?= $(prefix)/include
+datarootdir ?= $(prefix)/share
+datadir  ?= $(datarootdir)
+mandir   ?= $(datarootdir)/man
+FUZZ_TIME ?= 30
+
+ifeq ($(SAN),1)
+BUILD    ?= build-san
+SANFLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+else
+BUILD    ?= build
+SANFLAGS :=
+endif
+
+ifeq ($(V),1)
+Q :=
+else
+Q := @
+endif
+
+PKGS      := zlib jansson argtable2 OpenCL openblas
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS  := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
+CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
+
+OPT      ?= -O2 -g
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter -Wshadow -Wvla
+BASE_CFLAGS := -std=c11 -D_GNU_SOURCE $(WARN) $(OPT) $(SANFLAGS) -MMD -MP -Ilib $(PKG_CFLAGS)
+ALL_CFLAGS = $(BASE_CFLAGS) $(CFLAGS) $(CPPFLAGS)
+LIBS     := $(PKG_LIBS) -lpthread -lm
+ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
+
+ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifneq ($(filter x86_64%,$(ARCH)),)
+SIMD_AVX2   := -mavx2 -mfma -mf16c
+SIMD_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
+SIMD_VNNI   := $(SIMD_AVX512) -mavx512vnni
+LIB_SRC  := $(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c)
+else
+LIB_SRC  := $(filter-out %_avx2.c %_avx512.c %_vnni.c,$(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c))
+endif
+
+KERNELS  := $(sort $(wildcard kernels/*.cl))
+GEN_SRC  := $(BUILD)/gen/kernels_embed.c
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/kernels_embed.o
+LIB_A    := $(BUILD)/lib/libbitnet.a
+
+TOOL_SRC := $(wildcard tools/bitnet-*.c)
+TOOLS    := $(TOOL_SRC:tools/%.c=$(BUILD)/bin/%)
+TOOL_COMMON := $(filter-out $(TOOL_SRC),$(wildcard tools/*.c))
+TOOL_COMMON_OBJ := $(TOOL_COMMON:%.c=$(BUILD)/%.o)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+UNIT_HELPER := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
+UNIT_HELPER_OBJ := $(UNIT_HELPER:%.c=$(BUILD)/%.o)
+
+MANPAGES := $(wildcard man/*.[15])
+
+.PHONY: all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device
+all: lib tools tests
+
+lib: $(LIB_A)
+tools: $(TOOLS)
+tests: $(UNIT_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(ALL_CFLAGS) $(EXTRA_CFLAGS) -c $< -o $@
+
+# Per-file SIMD flags: the file name says the instruction set.
+$(BUILD)/lib/cpu/%_avx2.o: EXTRA_CFLAGS := $(SIMD_AVX2)
+$(BUILD)/lib/cpu/%_avx512.o: EXTRA_CFLAGS := $(SIMD_AVX512)
+$(BUILD)/lib/cpu/%_vnni.o: EXTRA_CFLAGS := $(SIMD_VNNI)
+
+# OpenCL sources are embedded as byte arrays (C has no raw strings).
+$(GEN_SRC): $(KERNELS) kernels/embed.sh
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  EMBED   kernels/*.cl")
+	$(Q)sh kernels/embed.sh $(KERNELS) > $@.tmp && mv $@.tmp $@
+
+$(BUILD)/gen/kernels_embed.o: $(GEN_SRC)
+	$(Q)$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(LIB_A): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/%: $(BUILD)/tools/%.o $(TOOL_COMMON_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPER_OBJ) $(LIB_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LIBS)
+
+# ---- tests ---------------------------------------------------------------
+check: all
+	$(Q)BUILD=$(BUILD) sh tests/run.sh
+
+check-unit: all
+	$(Q)BUILD=$(BUILD) sh tests/run.sh unit
+
+check-cli: all
+	$(Q)BUILD=$(BUILD) sh tests/run.sh cli
+
+lint-man:
+	$(Q)for m in $(MANPAGES); do mandoc -Tlint -Wwarning $$m || exit 1; done
+
+# ---- demo ------------------------------------------------------------------
+demo: tools
+	$(Q)BUILD=$(BUILD) sh tests/demo.sh
+
+# ---- fuzzing (clang + libFuzzer) ---------------------------------------------
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
+FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Ilib $(PKG_CFLAGS)
+build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(GEN_SRC)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)clang $(FUZZ_FLAGS) -o $@ $< $(filter-out %_avx2.c %_avx512.c %_vnni.c,$(LIB_SRC)) $(GEN_SRC) $(LIBS)
+
+fuzz: $(FUZZ_BIN)
+	$(Q)FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh $(FUZZ_BIN)
+
+# ---- install -----------------------------------------------------------------
+$(BUILD)/bitnet.pc: Makefile
+	@mkdir -p $(dir $@)
+	$(Q)printf '%s\n' 'prefix=$(prefix)' 'libdir=$(libdir)' 'includedir=$(includedir)' '' \
+	  'Name: bitnet' 'Description: ternary (BitNet b1.58) weights: file format, quantization, kernels' \
+	  'Version: $(shell sed -n 's/^#define BITNET_VERSION_STRING "\(.*\)"/\1/p' lib/bitnet.h)' \
+	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lbitnet' \
+	  'Libs.private: -lpthread -lm' 'Requires.private: $(PKGS)' > $@
+
+install: all $(BUILD)/bitnet.pc
+	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir)/pkgconfig $(DESTDIR)$(includedir) \
+	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(datadir)/bitnet
+	install -m 755 $(TOOLS) $(DESTDIR)$(bindir)/
+	install -m 644 $(LIB_A) $(DESTDIR)$(libdir)/
+	install -m 644 lib/bitnet.h $(DESTDIR)$(includedir)/
+	install -m 644 $(BUILD)/bitnet.pc $(DESTDIR)$(libdir)/pkgconfig/
+	for m in $(filter %.1,$(MANPAGES)); do install -m 644 $$m $(DESTDIR)$(mandir)/man1/; done
+	for m in $(filter %.5,$(MANPAGES)); do install -m 644 $$m $(DESTDIR)$(mandir)/man5/; done
+	if [ -f share/convert.mk ]; then install -m 644 share/convert.mk $(DESTDIR)$(datadir)/bitnet/; fi
+
+uninstall:
+	rm -f $(addprefix $(DESTDIR)$(bindir)/,$(notdir $(TOOLS))) $(DESTDIR)$(libdir)/libbitnet.a \
+	  $(DESTDIR)$(includedir)/bitnet.h $(DESTDIR)$(libdir)/pkgconfig/bitnet.pc
+	rm -rf $(DESTDIR)$(datadir)/bitnet
+
+# ---- the GPU machine: binaries and test programs to carry ----------------------
+device: all
+	$(Q)sh tests/device/stage.sh $(BUILD)
+
+clean:
+	rm -rf build build-san build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,87 @@
+/*
+ * backend.h - the backend table (internal).
+ *
+ * A backend is a table of op implementations plus a context pointer, as in
+ * ggml.  The CPU table (lib/cpu/) fills every slot; the OpenCL table
+ * (lib/opencl/) may leave a slot NULL (optional), and the op then runs on the
+ * CPU.  Public op functions (lib/op_*.c) validate their arguments, then call
+ * BN_DISPATCH, which picks the device (auto: by size against calibrated
+ * thresholds), times the call, and on a device failure under --device auto
+ * warns once and reruns the op on the CPU.
+ */
+#ifndef BITNET_BACKEND_H
+#define BITNET_BACKEND_H
+
+#include "internal.h"
+
+#include <stddef.h>
+
+typedef struct bn_backend_ops {
+    const char *name; /* "cpu", "opencl" */
+    /* Same arguments as the public calls, with the backend's context first.
+     * Arguments arrive validated (sizes checked, pointers non-NULL as needed). */
+    bitnet_status (*quantize_weights)(void *ctx, const float *w, uint64_t rows, uint64_t cols,
+                                      bitnet_scale_kind kind, uint32_t group, uint8_t *out_t2, float *d);
+    bitnet_status (*quantize_acts)(void *ctx, const float *x, uint64_t rows, uint64_t cols, int8_t *q, float *s);
+    bitnet_status (*dequantize_weights)(void *ctx, const uint8_t *t2, uint64_t rows, uint64_t cols,
+                                        bitnet_scale_kind kind, uint32_t group, const float *d, float *w);
+    bitnet_status (*dequantize_acts)(void *ctx, const int8_t *q, uint64_t rows, uint64_t cols, const float *s, float *x);
+    bitnet_status (*bitlinear)(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
+    bitnet_status (*matmul_f32)(void *ctx, const float *x, uint64_t tokens, uint64_t in, const float *w,
+                                uint64_t out, const float *bias, bitnet_act act, float *y);
+    bitnet_status (*binary)(void *ctx, bitnet_binary_op op, const float *a, const bitnet_shape *sa,
+                            const float *b, const bitnet_shape *sb, float *y, const bitnet_shape *sy);
+    bitnet_status (*unary)(void *ctx, bitnet_unary_op op, const float *x, uint64_t n, float param, float *y);
+    bitnet_status (*softmax)(void *ctx, const float *x, uint64_t outer, uint64_t len, uint64_t inner, int log, float *y);
+    bitnet_status (*reduce)(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
+                            uint32_t axes_mask, float *y, int64_t *idx);
+    bitnet_status (*layernorm)(void *ctx, const float *x, uint64_t rows, uint64_t cols, const float *weight,
+                               const float *bias, float eps, int rms, float *y);
+    bitnet_status (*permute)(void *ctx, const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);
+    bitnet_status (*scale)(void *ctx, const float *x, uint64_t n, float alpha, float *y); /* the plumbing op */
+    void (*free)(void *ctx);
+} bn_backend_ops;
+
+/* Where one op call goes. */
+typedef struct {
+    const bn_backend_ops *ops;
+    void *ctx;
+    int can_fallback; /* 1 under --device auto when ops is not the CPU */
+} bn_target;
+
+/* Picks the implementation for the op in `slot` (offsetof(bn_backend_ops, x))
+ * moving `bytes`: the OpenCL table when the backend has one, the slot is set
+ * and (under auto) bytes reach the threshold for `op`; else the CPU. */
+bn_target bn_backend_select(bitnet_backend *be, size_t slot, const char *op, uint64_t bytes);
+bn_target bn_backend_cpu_target(bitnet_backend *be);
+/* Called when a device op failed under auto: logs one warning per backend and
+ * disables the device for the rest of the backend's life. */
+void bn_backend_fallback(bitnet_backend *be, const char *op, bitnet_status st);
+/* Adds one call's host-side wall time to the op statistics. */
+void bn_backend_record(bitnet_backend *be, const bn_target *t, const char *op, double ms, uint64_t bytes);
+/* Device-side accounting (OpenCL implementations call these). */
+void bn_stats_add_kernel(bitnet_backend *be, const char *op, double ms);
+void bn_stats_add_transfer(bitnet_backend *be, int to_device, uint64_t bytes, double ms);
+void bn_backend_log(bitnet_backend *be, bitnet_log_level level, const char *fmt, ...) BN_PRINTF(3, 4);
+double bn_now_ms(void); /* monotonic clock */
+
+static inline int bn_is_device_error(bitnet_status st)
+{
+    return st == BITNET_E_DEVICE || st == BITNET_E_BUILD || st == BITNET_E_DEVICE_MEMORY || st == BITNET_E_NO_DEVICE;
+}
+
+#define BN_DISPATCH(st, be, slot, opname, bytes, ...)                                       \
+    do {                                                                                   \
+        bn_target t_ = bn_backend_select((be), offsetof(bn_backend_ops, slot), (opname), (bytes)); \
+        double t0_ = bn_now_ms();                                                          \
+        (st) = t_.ops->slot(t_.ctx, __VA_ARGS__);                                          \
+        if (bn_is_device_error(st) && t_.can_fallback) {                                   \
+            bn_backend_fallback((be), (opname), (st));                                     \
+            t_ = bn_backend_cpu_target(be);                                                \
+            t0_ = bn_now_ms();                                                             \
+            (st) = t_.ops->slot(t_.ctx, __VA_ARGS__);                                      \
+        }                                                                                  \
+        bn_backend_record((be), &t_, (opname), bn_now_ms() - t0_, (bytes));               \
+    } while (0)
+
+#endif

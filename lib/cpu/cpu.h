@@ -1,0 +1,55 @@
+/*
+ * cpu.h - the CPU backend (internal): thread pool, SIMD level, kernels.
+ * Each kernel family has a scalar _ref (the public bitnet_*_ref) and fast
+ * versions picked by the SIMD level found at run time.
+ */
+#ifndef BITNET_CPU_H
+#define BITNET_CPU_H
+
+#include "../backend.h"
+
+typedef enum { BN_SIMD_SCALAR = 0, BN_SIMD_AVX2, BN_SIMD_AVX512, BN_SIMD_AVX512_VNNI } bn_simd;
+/* Detected once; BITNET_SIMD=scalar|avx2|avx512|avx512-vnni caps it (tests use it). */
+bn_simd bn_cpu_simd(void);
+
+/* Thread pool (pthreads).  fn(arg, begin, end) is called over [0, n) split
+ * into contiguous ranges of at least `grain` items; runs inline when one
+ * thread suffices.  Returns after all ranges are done. */
+typedef struct bn_pool bn_pool;
+typedef void (*bn_range_fn)(void *arg, uint64_t begin, uint64_t end);
+bitnet_status bn_pool_create(bn_pool **p, int threads);
+void bn_pool_free(bn_pool *p);
+int bn_pool_threads(const bn_pool *p);
+void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg);
+
+typedef struct {
+    bn_pool *pool;
+    bn_simd simd;
+} bn_cpu;
+
+/* The CPU table: every slot set. */
+extern const bn_backend_ops bn_cpu_ops;
+bitnet_status bn_cpu_create(bn_cpu **cpu, int threads);
+
+/* Kernel entry points used by bn_cpu_ops (one file per family). */
+bitnet_status bn_cpu_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols,
+                                      bitnet_scale_kind kind, uint32_t group, uint8_t *out_t2, float *d);
+bitnet_status bn_cpu_quantize_acts(void *ctx, const float *x, uint64_t rows, uint64_t cols, int8_t *q, float *s);
+bitnet_status bn_cpu_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t rows, uint64_t cols,
+                                        bitnet_scale_kind kind, uint32_t group, const float *d, float *w);
+bitnet_status bn_cpu_dequantize_acts(void *ctx, const int8_t *q, uint64_t rows, uint64_t cols, const float *s, float *x);
+bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
+bitnet_status bn_cpu_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint64_t in, const float *w,
+                                uint64_t out, const float *bias, bitnet_act act, float *y);
+bitnet_status bn_cpu_binary(void *ctx, bitnet_binary_op op, const float *a, const bitnet_shape *sa,
+                            const float *b, const bitnet_shape *sb, float *y, const bitnet_shape *sy);
+bitnet_status bn_cpu_unary(void *ctx, bitnet_unary_op op, const float *x, uint64_t n, float param, float *y);
+bitnet_status bn_cpu_softmax(void *ctx, const float *x, uint64_t outer, uint64_t len, uint64_t inner, int log, float *y);
+bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
+                            uint32_t axes_mask, float *y, int64_t *idx);
+bitnet_status bn_cpu_layernorm(void *ctx, const float *x, uint64_t rows, uint64_t cols, const float *weight,
+                               const float *bias, float eps, int rms, float *y);
+bitnet_status bn_cpu_permute(void *ctx, const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);
+bitnet_status bn_cpu_scale(void *ctx, const float *x, uint64_t n, float alpha, float *y);
+
+#endif

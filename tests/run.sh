@@ -1,0 +1,51 @@
+#!/bin/sh
+# run.sh - runs the unit tests (cmocka, TAP output) and the CLI tests (shell,
+# TAP output), counts every "ok"/"not ok" line, and ends with the summary
+# line "N passed, N failed".  usage: BUILD=build sh tests/run.sh [unit|cli]
+set -u
+BUILD=${BUILD:-build}
+what=${1:-all}
+top=$(cd "$(dirname "$0")/.." && pwd)
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+pass=0
+fail=0
+crashed=""
+
+run_one() { # name, command...
+    name=$1
+    shift
+    echo "# $name"
+    "$@" >"$log" 2>&1
+    rc=$?
+    cat "$log"
+    p=$(grep -c '^ok ' "$log")
+    f=$(grep -c '^not ok ' "$log")
+    pass=$((pass + p))
+    fail=$((fail + f))
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        # a crash or an early exit with no failed assertion still fails
+        echo "not ok - $name exited with status $rc"
+        fail=$((fail + 1))
+        crashed="$crashed $name"
+    fi
+    if [ "$p" -eq 0 ] && [ "$f" -eq 0 ] && [ "$rc" -eq 0 ]; then
+        echo "not ok - $name ran no test"
+        fail=$((fail + 1))
+    fi
+}
+
+if [ "$what" = all ] || [ "$what" = unit ]; then
+    for t in "$BUILD"/tests/test_*; do
+        [ -x "$t" ] || continue
+        CMOCKA_MESSAGE_OUTPUT=TAP BITNET_TESTDATA="$top/testdata" run_one "$(basename "$t")" "$t"
+    done
+fi
+if [ "$what" = all ] || [ "$what" = cli ]; then
+    for t in "$top"/tests/cli/test_*.sh; do
+        [ -f "$t" ] || continue
+        BIN="$top/$BUILD/bin" TESTDATA="$top/testdata" BUILD="$BUILD" run_one "$(basename "$t" .sh)" sh "$t"
+    done
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -72,7 +72,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 UNIT_HELPER := $(filter-out $(UNIT_SRC),$(wildcard tests/unit/*.c))
 UNIT_HELPER_OBJ := $(UNIT_HELPER:%.c=$(BUILD)/%.o)
 
-MANPAGES := $(wildcard man/*.[15])
+MANPAGES := $(wildcard man/*.[157])
 
 .PHONY: all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device
 all: lib tools tests
@@ -155,13 +155,14 @@ $(BUILD)/bitnet.pc: Makefile
 
 install: all $(BUILD)/bitnet.pc
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir)/pkgconfig $(DESTDIR)$(includedir) \
-	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(datadir)/bitnet
+	  $(DESTDIR)$(mandir)/man1 $(DESTDIR)$(mandir)/man5 $(DESTDIR)$(mandir)/man7 $(DESTDIR)$(datadir)/bitnet
 	install -m 755 $(TOOLS) $(DESTDIR)$(bindir)/
 	install -m 644 $(LIB_A) $(DESTDIR)$(libdir)/
 	install -m 644 lib/bitnet.h $(DESTDIR)$(includedir)/
 	install -m 644 $(BUILD)/bitnet.pc $(DESTDIR)$(libdir)/pkgconfig/
 	for m in $(filter %.1,$(MANPAGES)); do install -m 644 $$m $(DESTDIR)$(mandir)/man1/; done
 	for m in $(filter %.5,$(MANPAGES)); do install -m 644 $$m $(DESTDIR)$(mandir)/man5/; done
+	for m in $(filter %.7,$(MANPAGES)); do install -m 644 $$m $(DESTDIR)$(mandir)/man7/; done
 	if [ -f share/convert.mk ]; then install -m 644 share/convert.mk $(DESTDIR)$(datadir)/bitnet/; fi
 
 uninstall:

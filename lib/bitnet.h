@@ -327,6 +327,13 @@ bitnet_status bitnet_devices_json(char **out);
 /* CPU SIMD level found at run time: "scalar", "avx2", "avx512", "avx512-vnni". */
 const char *bitnet_cpu_simd_name(void);
 
+/* Measures the auto-dispatch thresholds (bytes above which OpenCL gains over
+ * the CPU) for this backend's device and stores them in the cache directory;
+ * a short report is written into report. */
+bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t size);
+/* The cache directory ($XDG_CACHE_HOME/bitnet or ~/.cache/bitnet) into buf. */
+const char *bitnet_cache_dir(char *buf, size_t size);
+
 /* ==== quantization (BitNet b1.58) ======================================== */
 
 /* Weights, absmean: d = max((float)mean|W|, 1e-5f) per tensor/row/group;

@@ -105,7 +105,9 @@ $(LIB_A): $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/%: $(BUILD)/tools/%.o $(TOOL_COMMON_OBJ) $(LIB_A)
+# A tool is tools/NAME.c, plus tools/NAME/*.c when it needs more than one file.
+.SECONDEXPANSION:
+$(BUILD)/bin/%: $(BUILD)/tools/%.o $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/$$*/*.c)) $(TOOL_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
@@ -178,3 +180,4 @@ clean:
 	rm -rf build build-san build-fuzz
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+

@@ -331,6 +331,20 @@ const char *bitnet_cpu_simd_name(void);
  * the CPU) for this backend's device and stores them in the cache directory;
  * a short report is written into report. */
 bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t size);
+/* The roofline of this backend's device, measured now: a copy kernel and a
+ * read-only kernel over `bytes` bytes (CPU: memcpy and a SIMD read loop on all
+ * threads), in GB/s counting bytes read + written.  For bitnet-bench. */
+bitnet_status bitnet_backend_bandwidth(bitnet_backend *be, uint64_t bytes, double *copy_gbs, double *read_gbs);
+/* Host<->device transfer rates in GB/s from pageable (malloc) or pinned host
+ * memory; BITNET_E_UNSUPPORTED on the CPU backend. */
+bitnet_status bitnet_backend_transfer_rate(bitnet_backend *be, uint64_t bytes, int pinned,
+                                           double *h2d_gbs, double *d2h_gbs);
+/* The plumbing op: y = alpha * x on the backend's device. */
+bitnet_status bitnet_scale(bitnet_backend *be, const float *x, uint64_t n, float alpha, float *y);
+bitnet_status bitnet_scale_ref(const float *x, uint64_t n, float alpha, float *y);
+/* Clears the op statistics (bench: between configurations). */
+void bitnet_backend_stats_reset(bitnet_backend *be);
+
 /* The cache directory ($XDG_CACHE_HOME/bitnet or ~/.cache/bitnet) into buf. */
 const char *bitnet_cache_dir(char *buf, size_t size);
 

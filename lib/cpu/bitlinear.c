@@ -1,0 +1,342 @@
+/*
+ * bitlinear.c - BitLinear on the CPU: the scalar definition
+ * (bitnet_bitlinear_ref) and the fast path (bn_cpu_bitlinear).
+ *
+ * The fast path quantizes the activations once per call into rows padded
+ * with zeros to whole 128-column blocks, then threads over output rows; each
+ * weight row is decoded once per pass over up to BN_T2_MAXT tokens by the
+ * SIMD kernel of the run-time level (bitlinear_avx2.c, _avx512.c, _vnni.c).
+ * The kernels sum code * x with code = q + 1 (unsigned, as vpmaddubsw and
+ * vpdpbusd want); the sum of x over the same columns is subtracted here.
+ *
+ * AVX-512 kernels read two blocks (64 bytes of codes) per load, so their
+ * activation rows use a pairwise layout: rows padded to an even number of
+ * blocks, and column 128*b + 32*k + j (b = 2*p + h) stored at byte
+ * 256*p + 64*k + 32*h + j, which makes the 64 activations that meet the
+ * codes of one shift k contiguous.
+ */
+#include "bitlinear.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+static inline int t2_code(const uint8_t *row, uint64_t c)
+{
+    const uint8_t byte = row[(c / BITNET_T2_BLOCK) * BITNET_T2_BLOCK_BYTES + (c % 32)];
+    return (byte >> (2 * ((c % BITNET_T2_BLOCK) / 32))) & 3;
+}
+
+static int all_finite(const float *x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return 0;
+    return 1;
+}
+
+/* ---- the definition ------------------------------------------------------ */
+
+bitnet_status bitnet_bitlinear_ref(const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
+{
+    bitnet_status st = bn_bitlinear_check(w, io);
+    if (st) return st;
+    const uint64_t T = io->tokens, in = w->in, out = w->out;
+    const size_t rb = bitnet_t2_row_bytes(in);
+    int8_t *qbuf = NULL;
+    float *sbuf = NULL, *ybuf = NULL;
+    const int8_t *xq = io->xq;
+    const float *xs = io->xs;
+    if (io->x) {
+        if (!all_finite(io->x, T * in)) return bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf");
+        qbuf = malloc((size_t)(T * in));
+        sbuf = malloc((size_t)T * sizeof(float));
+        if (!qbuf || !sbuf) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: activations"); goto out; }
+        if ((st = bitnet_quantize_acts_ref(io->x, T, in, qbuf, sbuf))) goto out;
+        xq = qbuf;
+        xs = sbuf;
+    }
+    if (!io->y && !(ybuf = malloc((size_t)out * sizeof(float)))) {
+        st = bn_fail(BITNET_E_NOMEM, "bitlinear: output row");
+        goto out;
+    }
+    const uint64_t ng = w->kind == BITNET_SCALE_GROUP ? (in + w->group - 1) / w->group : 0;
+    for (uint64_t t = 0; t < T; t++) {
+        const int8_t *xr = xq + t * in;
+        float *yr = io->y ? io->y + t * out : ybuf;
+        for (uint64_t o = 0; o < out; o++) {
+            const uint8_t *row = w->t2 + o * rb;
+            float y;
+            if (w->kind == BITNET_SCALE_GROUP) {
+                float sum = 0.0f;
+                for (uint64_t g = 0; g < ng; g++) {
+                    int32_t acc = 0;
+                    const uint64_t end = (g + 1) * w->group < in ? (g + 1) * w->group : in;
+                    for (uint64_t c = g * w->group; c < end; c++) acc += (t2_code(row, c) - 1) * xr[c];
+                    sum = sum + (float)acc * w->d[o * ng + g];
+                }
+                y = sum / xs[t];
+            } else {
+                int32_t acc = 0;
+                for (uint64_t c = 0; c < in; c++) acc += (t2_code(row, c) - 1) * xr[c];
+                y = bn_bl_tensor_row(acc, w->kind == BITNET_SCALE_ROW ? w->d[o] : w->d[0], xs[t]);
+            }
+            yr[o] = bn_bl_finish(y, io->bias, o, io->act);
+        }
+        if (io->yq && !all_finite(yr, out)) {
+            st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output row %llu holds NaN or Inf", (unsigned long long)t);
+            goto out;
+        }
+        if (io->yq && (st = bitnet_quantize_acts_ref(yr, 1, out, io->yq + t * out, io->ys + t))) goto out;
+    }
+out:
+    free(qbuf);
+    free(sbuf);
+    free(ybuf);
+    return st;
+}
+
+/* ---- scalar kernels (the fast path without SIMD) ------------------------- */
+
+int bn_quant_row_scalar(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s)
+{
+    float m = 0.0f;
+    for (uint64_t i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (!(a <= 3.40282347e38f)) return 1; /* NaN or Inf */
+        if (a > m) m = a;
+    }
+    if (m < 1e-5f) m = 1e-5f;
+    const float sc = 127.0f / m;
+    for (uint64_t i = 0; i < n; i++) {
+        float r = rintf(x[i] * sc);
+        r = r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r;
+        q[i] = (int8_t)r;
+    }
+    memset(q + n, 0, (size_t)(npad - n));
+    *s = sc;
+    return 0;
+}
+
+void bn_t2_dot_scalar(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc)
+{
+    for (int t = 0; t < nt; t++) {
+        const int8_t *xr = x + (size_t)t * xstride;
+        int32_t a = 0;
+        for (size_t b = 0; b < nblocks; b++)
+            for (int k = 0; k < 4; k++)
+                for (int j = 0; j < 32; j++) a += ((w[32 * b + j] >> (2 * k)) & 3) * xr[128 * b + 32 * k + j];
+        acc[t] = a;
+    }
+}
+
+void bn_t2_dot_sub_scalar(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc)
+{
+    for (size_t b = 0; b < nblocks; b++)
+        for (int k = 0; k < 4; k++) {
+            int32_t a = 0;
+            for (int j = 0; j < 32; j++) a += ((w[32 * b + j] >> (2 * k)) & 3) * x[128 * b + 32 * k + j];
+            acc[4 * b + k] = a;
+        }
+}
+
+static const bn_t2_kernels kern_scalar = {"scalar", bn_quant_row_scalar, bn_t2_dot_scalar, bn_t2_dot_sub_scalar, 4, 0};
+#if defined(__x86_64__)
+static const bn_t2_kernels kern_avx2 = {"avx2", bn_quant_row_avx2, bn_t2_dot_avx2, bn_t2_dot_sub_avx2, 4, 0};
+static const bn_t2_kernels kern_avx512 = {"avx512", bn_quant_row_avx2, bn_t2_dot_avx512, bn_t2_dot_sub_avx2, 8, 1};
+static const bn_t2_kernels kern_vnni = {"avx512-vnni", bn_quant_row_avx2, bn_t2_dot_vnni, bn_t2_dot_sub_avx2, 8, 1};
+#endif
+
+static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
+{
+#if defined(__x86_64__)
+    /* Group scales need sums per 32-column sub-block: the AVX2 kernel on the
+     * natural layout serves every level from AVX2 up. */
+    if (simd >= BN_SIMD_AVX2 && group) return &kern_avx2;
+    switch (simd) {
+    case BN_SIMD_AVX512_VNNI: return &kern_vnni;
+    case BN_SIMD_AVX512: return &kern_avx512;
+    case BN_SIMD_AVX2: return &kern_avx2;
+    default: break;
+    }
+#else
+    (void)simd;
+    (void)group;
+#endif
+    return &kern_scalar;
+}
+
+/* ---- the fast path ------------------------------------------------------ */
+
+typedef struct {
+    const bitnet_ternary_matrix *w;
+    const bitnet_bitlinear_io *io;
+    const bn_t2_kernels *k;
+    size_t nblocks, rb, xstride, nsub;
+    int8_t *xq;        /* tokens rows of xstride bytes, kernel layout */
+    int8_t *xnat;      /* scratch: one natural-layout row per token (pair layout only) */
+    float *xs;         /* s per token */
+    int32_t *xsub;     /* sum of x per 32-column sub-block: tokens * nsub */
+    int32_t *xtot;     /* sum of x per token */
+    float *y;          /* tokens x out (io->y or scratch) */
+    int failed;        /* set by a worker: 1 not finite, 2 out of memory */
+} bl_job;
+
+static void set_failed(bl_job *j, int why) { __atomic_store_n(&j->failed, why, __ATOMIC_RELAXED); }
+
+static void pair_permute(const int8_t *nat, size_t nblocks_even, int8_t *dst)
+{
+    for (size_t p = 0; p < nblocks_even / 2; p++)
+        for (int h = 0; h < 2; h++)
+            for (int k = 0; k < 4; k++)
+                memcpy(dst + 256 * p + 64 * k + 32 * h, nat + 128 * (2 * p + h) + 32 * k, 32);
+}
+
+static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
+{
+    bl_job *j = arg;
+    const bitnet_bitlinear_io *io = j->io;
+    const uint64_t in = j->w->in;
+    for (uint64_t t = begin; t < end; t++) {
+        int8_t *dst = j->xq + t * j->xstride;
+        int8_t *nat = j->k->pair_layout ? j->xnat + t * j->xstride : dst;
+        if (io->x) {
+            if (j->k->quant_row(io->x + t * in, in, j->xstride, nat, &j->xs[t])) {
+                set_failed(j, 1);
+                return;
+            }
+        } else {
+            memcpy(nat, io->xq + t * in, (size_t)in);
+            memset(nat + in, 0, j->xstride - (size_t)in);
+            j->xs[t] = io->xs[t];
+        }
+        int32_t tot = 0;
+        for (size_t i = 0; i < j->nsub; i++) {
+            int32_t s = 0;
+            for (int c = 0; c < 32; c++) s += nat[32 * i + c];
+            j->xsub[t * j->nsub + i] = s;
+            tot += s;
+        }
+        j->xtot[t] = tot;
+        if (j->k->pair_layout) pair_permute(nat, j->xstride / BITNET_T2_BLOCK, dst);
+    }
+}
+
+static void rows_tensor_row(void *arg, uint64_t begin, uint64_t end)
+{
+    const bl_job *j = arg;
+    const bitnet_ternary_matrix *w = j->w;
+    const bitnet_bitlinear_io *io = j->io;
+    const uint64_t T = io->tokens, out = w->out;
+    const int tpp = j->k->tokens_per_pass;
+    int32_t acc[BN_T2_MAXT];
+    for (uint64_t o = begin; o < end; o++) {
+        const uint8_t *row = w->t2 + o * j->rb;
+        const float d = w->kind == BITNET_SCALE_ROW ? w->d[o] : w->d[0];
+        for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
+            const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
+            j->k->dot(row, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, acc);
+            for (int i = 0; i < nt; i++) {
+                const uint64_t t = t0 + (uint64_t)i;
+                const float y = bn_bl_tensor_row(acc[i] - j->xtot[t], d, j->xs[t]);
+                j->y[t * out + o] = bn_bl_finish(y, io->bias, o, io->act);
+            }
+        }
+    }
+}
+
+static void rows_group(void *arg, uint64_t begin, uint64_t end)
+{
+    bl_job *j = arg;
+    const bitnet_ternary_matrix *w = j->w;
+    const bitnet_bitlinear_io *io = j->io;
+    const uint64_t T = io->tokens, out = w->out;
+    const uint64_t ng = (w->in + w->group - 1) / w->group, spg = w->group / 32;
+    int32_t *sub = malloc(j->nblocks * 4 * sizeof(int32_t));
+    if (!sub) {
+        set_failed(j, 2);
+        return;
+    }
+    for (uint64_t o = begin; o < end; o++) {
+        const uint8_t *row = w->t2 + o * j->rb;
+        const float *d = w->d + o * ng;
+        for (uint64_t t = 0; t < T; t++) {
+            j->k->dot_sub(row, j->xq + t * j->xstride, j->nblocks, sub);
+            const int32_t *xsub = j->xsub + t * j->nsub;
+            float sum = 0.0f;
+            for (uint64_t g = 0; g < ng; g++) {
+                const uint64_t s1 = (g + 1) * spg < j->nsub ? (g + 1) * spg : j->nsub;
+                int32_t acc = 0;
+                for (uint64_t i = g * spg; i < s1; i++) acc += sub[i] - xsub[i];
+                sum = sum + (float)acc * d[g];
+            }
+            j->y[t * out + o] = bn_bl_finish(sum / j->xs[t], io->bias, o, io->act);
+        }
+    }
+    free(sub);
+}
+
+static void requant_tokens(void *arg, uint64_t begin, uint64_t end)
+{
+    bl_job *j = arg;
+    const uint64_t out = j->w->out;
+    for (uint64_t t = begin; t < end; t++)
+        if (j->k->quant_row(j->y + t * out, out, out, j->io->yq + t * out, &j->io->ys[t])) set_failed(j, 1);
+}
+
+bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
+{
+    bn_cpu *cpu = ctx;
+    const uint64_t T = io->tokens, in = w->in, out = w->out;
+    const int group = w->kind == BITNET_SCALE_GROUP;
+    bl_job j;
+    memset(&j, 0, sizeof j);
+    j.w = w;
+    j.io = io;
+    j.k = pick_kernels(cpu->simd, group);
+    j.rb = bitnet_t2_row_bytes(in);
+    j.nblocks = j.rb / BITNET_T2_BLOCK_BYTES;
+    j.nsub = j.nblocks * 4;
+    j.xstride = (j.k->pair_layout ? (j.nblocks + 1) / 2 * 2 : j.nblocks) * BITNET_T2_BLOCK;
+    size_t xbytes, ybytes;
+    if (bn_mul_size(j.xstride, (size_t)T, &xbytes) || bn_mul_size((size_t)T * out, sizeof(float), &ybytes))
+        return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
+    bitnet_status st = BITNET_OK;
+    float *yscratch = NULL;
+    j.xq = malloc(xbytes);
+    j.xnat = j.k->pair_layout ? malloc(xbytes) : NULL;
+    j.xs = malloc((size_t)T * sizeof(float));
+    j.xsub = malloc((size_t)T * j.nsub * sizeof(int32_t));
+    j.xtot = malloc((size_t)T * sizeof(int32_t));
+    j.y = io->y;
+    if (!j.y) j.y = yscratch = malloc(ybytes);
+    if (!j.xq || (j.k->pair_layout && !j.xnat) || !j.xs || !j.xsub || !j.xtot || !j.y) {
+        st = bn_fail(BITNET_E_NOMEM, "bitlinear: scratch");
+        goto out;
+    }
+    bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
+    if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }
+    /* a range should cover about 64 KiB of weights */
+    const uint64_t grain = 1 + (uint64_t)(65536 / j.rb);
+    bn_parallel_for(cpu->pool, out, grain, group ? rows_group : rows_tensor_row, &j);
+    if (j.failed) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: group sums"); goto out; }
+    if (io->yq) {
+        bn_parallel_for(cpu->pool, T, 1, requant_tokens, &j);
+        if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf"); goto out; }
+    }
+    if (bn_test_perturb("bitlinear")) {
+        if (io->yq) io->yq[0] = (int8_t)(io->yq[0] == 127 ? 126 : io->yq[0] + 1);
+        else io->y[0] = io->y[0] + 1.0f;
+    }
+out:
+    free(j.xq);
+    free(j.xnat);
+    free(j.xs);
+    free(j.xsub);
+    free(j.xtot);
+    free(yscratch);
+    return st;
+}

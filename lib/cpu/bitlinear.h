@@ -1,0 +1,75 @@
+/*
+ * bitlinear.h - internals of the BitLinear and float-product family, shared
+ * by the public entry points (lib/op_bitlinear.c), the CPU kernels
+ * (lib/cpu/bitlinear*.c, lib/cpu/matmul.c) and the OpenCL host code.
+ */
+#ifndef BITNET_CPU_BITLINEAR_H
+#define BITNET_CPU_BITLINEAR_H
+
+#include "cpu.h"
+
+/* The largest `in`: |acc| <= 128 * in must fit in int32. */
+#define BN_BITLINEAR_MAX_IN ((uint64_t)1 << 24)
+
+/* Argument checks of the public calls (also run by the _ref functions):
+ * NULLs, one input form and one output form, shapes, size overflow, the
+ * group size, and finite positive activation scales. */
+bitnet_status bn_bitlinear_check(const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
+bitnet_status bn_matmul_check(const float *x, uint64_t tokens, uint64_t in, const float *w, uint64_t out,
+                              const float *y, bitnet_act act);
+/* Bytes an op call moves (for dispatch thresholds and statistics). */
+uint64_t bn_bitlinear_bytes(const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
+
+/* Number of scales of w: 1, out, or out * ceil(in / group). */
+uint64_t bn_bitlinear_n_scales(const bitnet_ternary_matrix *w);
+
+/* The epilogue: the one float order every backend follows.
+ *   tensor/row scale:  y = (float)acc * (d / s_x)      (d / s_x rounded once)
+ *   group scale:       y = (sum over g = 0.. of (float)acc_g * d_g) / s_x
+ * then y = y + bias[o], then the activation.  No step is contracted. */
+static inline float bn_bl_tensor_row(int32_t acc, float d, float sx)
+{
+    const float factor = d / sx;
+    return (float)acc * factor;
+}
+static inline float bn_bl_finish(float y, const float *bias, uint64_t o, bitnet_act act)
+{
+    if (bias) y = y + bias[o];
+    return act == BITNET_ACT_NONE ? y : bn_act_ref(act, y);
+}
+
+/* Activation quantization of one row (absmax rule of bnt(5)), writing
+ * npad >= n codes (zeros past n).  Returns nonzero when x holds NaN/Inf. */
+typedef int (*bn_quant_row_fn)(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s);
+int bn_quant_row_scalar(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s);
+
+/* T2 dot kernels.  x holds nt token rows `xstride` bytes apart, each padded
+ * with zeros to whole blocks.  They return sum over columns of code * x with
+ * code = q + 1 in 0..2 (the caller subtracts the sum of x).
+ *   dot:     acc[t] over blocks [0, nblocks) of one weight row;
+ *   dot_sub: per 32-column sub-block of one token: acc[4*b + k]. */
+#define BN_T2_MAXT 8
+typedef void (*bn_t2_dot_fn)(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks,
+                             int32_t *acc);
+typedef void (*bn_t2_dot_sub_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
+
+typedef struct {
+    const char *name;
+    bn_quant_row_fn quant_row;
+    bn_t2_dot_fn dot;
+    bn_t2_dot_sub_fn dot_sub;
+    int tokens_per_pass;  /* nt per dot call (<= BN_T2_MAXT) */
+    int pair_layout;      /* 1: x rows use the AVX-512 pairwise layout (see bitlinear.c) */
+} bn_t2_kernels;
+
+void bn_t2_dot_scalar(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_dot_sub_scalar(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
+#if defined(__x86_64__)
+int bn_quant_row_avx2(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s);
+void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
+void bn_t2_dot_avx512(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+#endif
+
+#endif

@@ -1,0 +1,120 @@
+/*
+ * bitlinear_avx2.c - AVX2 kernels of BitLinear (compiled with -mavx2):
+ * activation quantization of one row, and the T2 dot products.  One 32-byte
+ * load of a block gives, after a shift by 2k and a mask, the codes of the 32
+ * consecutive columns 128b+32k..+31; vpmaddubsw multiplies those unsigned
+ * codes (0..2) with signed int8 activations (|pair sum| <= 512, no
+ * saturation), four shifts add up in int16 (<= 2048) and vpmaddwd widens.
+ */
+#include "bitlinear.h"
+
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+int bn_quant_row_avx2(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s)
+{
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vmax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
+    const __m256 big = _mm256_set1_ps(3.40282347e38f);
+    uint64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(x + i), absmask);
+        bad = _mm256_or_ps(bad, _mm256_cmp_ps(a, big, _CMP_NLE_UQ)); /* NaN or > FLT_MAX */
+        vmax = _mm256_max_ps(vmax, a);
+    }
+    if (_mm256_movemask_ps(bad)) return 1;
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vmax);
+    float m = 0.0f;
+    for (int l = 0; l < 8; l++) m = lanes[l] > m ? lanes[l] : m;
+    for (; i < n; i++) {
+        const float a = fabsf(x[i]);
+        if (!(a <= 3.40282347e38f)) return 1;
+        if (a > m) m = a;
+    }
+    if (m < 1e-5f) m = 1e-5f;
+    const float sc = 127.0f / m;
+    const __m256 vs = _mm256_set1_ps(sc);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    i = 0;
+    /* x*s is one rounded product; cvtps rounds to nearest even (the default
+     * MXCSR mode, as rintf); the saturating packs clamp to -128..127. */
+    for (; i + 32 <= n; i += 32) {
+        const __m256i a = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), vs));
+        const __m256i b = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), vs));
+        const __m256i c = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), vs));
+        const __m256i d = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), vs));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(a, b), _mm256_packs_epi32(c, d));
+        _mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(p, perm));
+    }
+    for (; i < n; i++) {
+        float r = rintf(x[i] * sc);
+        r = r < -128.0f ? -128.0f : r > 127.0f ? 127.0f : r;
+        q[i] = (int8_t)r;
+    }
+    memset(q + n, 0, (size_t)(npad - n));
+    *s = sc;
+    return 0;
+}
+
+INLINE int32_t hsum(__m256i v)
+{
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int nt, size_t nblocks, int32_t *acc)
+{
+    const __m256i mask = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (size_t b = 0; b < nblocks; b++) {
+        const __m256i wb = _mm256_loadu_si256((const __m256i *)(w + 32 * b));
+        const __m256i c0 = _mm256_and_si256(wb, mask);
+        const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(wb, 2), mask);
+        const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(wb, 4), mask);
+        const __m256i c3 = _mm256_and_si256(_mm256_srli_epi16(wb, 6), mask);
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xp = x + (size_t)t * xstride + 128 * b;
+            __m256i p = _mm256_maddubs_epi16(c0, _mm256_loadu_si256((const __m256i *)xp));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c1, _mm256_loadu_si256((const __m256i *)(xp + 32))));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c2, _mm256_loadu_si256((const __m256i *)(xp + 64))));
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c3, _mm256_loadu_si256((const __m256i *)(xp + 96))));
+            a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(p, ones));
+        }
+    }
+    for (int t = 0; t < nt; t++) acc[t] = hsum(a[t]);
+}
+
+void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc)
+{
+    switch (nt) {
+    case 1: dot_nt(w, x, xstride, 1, nblocks, acc); break;
+    case 2: dot_nt(w, x, xstride, 2, nblocks, acc); break;
+    case 3: dot_nt(w, x, xstride, 3, nblocks, acc); break;
+    default: dot_nt(w, x, xstride, 4, nblocks, acc); break;
+    }
+}
+
+void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc)
+{
+    const __m256i mask = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+    for (size_t b = 0; b < nblocks; b++) {
+        const __m256i wb = _mm256_loadu_si256((const __m256i *)(w + 32 * b));
+        __m256i s[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256i c = _mm256_and_si256(_mm256_srli_epi16(wb, 2 * k), mask);
+            const __m256i p = _mm256_maddubs_epi16(c, _mm256_loadu_si256((const __m256i *)(x + 128 * b + 32 * k)));
+            s[k] = _mm256_madd_epi16(p, ones);
+        }
+        /* four horizontal sums at once */
+        const __m256i s01 = _mm256_hadd_epi32(s[0], s[1]), s23 = _mm256_hadd_epi32(s[2], s[3]);
+        const __m256i h = _mm256_hadd_epi32(s01, s23); /* each 128-bit half: partial k = 0..3 */
+        const __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+        _mm_storeu_si128((__m128i *)(acc + 4 * b), r);
+    }
+}

@@ -1,0 +1,73 @@
+/*
+ * bitlinear_vnni.c - AVX-512 VNNI T2 dot kernel (compiled with
+ * -mavx512vnni): vpdpbusd multiplies the unsigned codes (0..2) with int8
+ * activations and adds groups of four straight into int32 lanes.  Layout as
+ * in bitlinear_avx512.c.  With one token, four accumulators break the
+ * vpdpbusd latency chain.
+ */
+#include "bitlinear.h"
+
+#include <immintrin.h>
+
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512i load_pair(const uint8_t *w, size_t p, size_t nblocks)
+{
+    if (2 * p + 1 < nblocks) return _mm512_loadu_si512((const void *)(w + 64 * p));
+    return _mm512_maskz_loadu_epi8((__mmask64)0xffffffffu, w + 64 * p);
+}
+
+#define LD(p) _mm512_loadu_si512((const void *)(p))
+
+static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc)
+{
+    const __m512i mask = _mm512_set1_epi8(3);
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    const size_t npairs = (nblocks + 1) / 2;
+    for (size_t p = 0; p < npairs; p++) {
+        const __m512i wb = load_pair(w, p, nblocks);
+        const int8_t *xp = x + 256 * p;
+        a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(wb, mask), LD(xp));
+        a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(_mm512_srli_epi16(wb, 2), mask), LD(xp + 64));
+        a2 = _mm512_dpbusd_epi32(a2, _mm512_and_si512(_mm512_srli_epi16(wb, 4), mask), LD(xp + 128));
+        a3 = _mm512_dpbusd_epi32(a3, _mm512_and_si512(_mm512_srli_epi16(wb, 6), mask), LD(xp + 192));
+    }
+    acc[0] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
+}
+
+INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int nt, size_t nblocks, int32_t *acc)
+{
+    const __m512i mask = _mm512_set1_epi8(3);
+    __m512i a[BN_T2_MAXT][2];
+    for (int t = 0; t < nt; t++) a[t][0] = a[t][1] = _mm512_setzero_si512();
+    const size_t npairs = (nblocks + 1) / 2;
+    for (size_t p = 0; p < npairs; p++) {
+        const __m512i wb = load_pair(w, p, nblocks);
+        const __m512i c0 = _mm512_and_si512(wb, mask);
+        const __m512i c1 = _mm512_and_si512(_mm512_srli_epi16(wb, 2), mask);
+        const __m512i c2 = _mm512_and_si512(_mm512_srli_epi16(wb, 4), mask);
+        const __m512i c3 = _mm512_and_si512(_mm512_srli_epi16(wb, 6), mask);
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xp = x + (size_t)t * xstride + 256 * p;
+            a[t][0] = _mm512_dpbusd_epi32(a[t][0], c0, LD(xp));
+            a[t][1] = _mm512_dpbusd_epi32(a[t][1], c1, LD(xp + 64));
+            a[t][0] = _mm512_dpbusd_epi32(a[t][0], c2, LD(xp + 128));
+            a[t][1] = _mm512_dpbusd_epi32(a[t][1], c3, LD(xp + 192));
+        }
+    }
+    for (int t = 0; t < nt; t++) acc[t] = _mm512_reduce_add_epi32(_mm512_add_epi32(a[t][0], a[t][1]));
+}
+
+void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc)
+{
+    switch (nt) {
+    case 1: dot_1(w, x, nblocks, acc); break;
+    case 2: dot_nt(w, x, xstride, 2, nblocks, acc); break;
+    case 3: dot_nt(w, x, xstride, 3, nblocks, acc); break;
+    case 4: dot_nt(w, x, xstride, 4, nblocks, acc); break;
+    case 5: dot_nt(w, x, xstride, 5, nblocks, acc); break;
+    case 6: dot_nt(w, x, xstride, 6, nblocks, acc); break;
+    case 7: dot_nt(w, x, xstride, 7, nblocks, acc); break;
+    default: dot_nt(w, x, xstride, 8, nblocks, acc); break;
+    }
+}

@@ -44,6 +44,9 @@ static inline void bn_st64(uint8_t *p, uint64_t v) { bn_st32(p, (uint32_t)v); bn
 
 static inline int bn_host_is_le(void) { const uint16_t one = 1; uint8_t b; memcpy(&b, &one, 1); return b == 1; }
 
+/* The scalar definition of each activation (lib/act.c); BITNET_ACT_NONE is identity. */
+float bn_act_ref(bitnet_act a, float v);
+
 /* Byte-swaps n elements of `size` bytes in place when the host is big-endian. */
 void bn_to_le(void *buf, size_t n, size_t size);
 #define bn_from_le bn_to_le

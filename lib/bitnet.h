@@ -464,6 +464,7 @@ bitnet_status bitnet_reduce_ref(bitnet_reduce_op op, const float *x, const bitne
                                 uint32_t axes_mask, float *y, bitnet_shape *ys);
 bitnet_status bitnet_reduce_argmax(bitnet_backend *be, const float *x, const bitnet_shape *s, int axis,
                                    int64_t *y, bitnet_shape *ys);
+bitnet_status bitnet_reduce_argmax_ref(const float *x, const bitnet_shape *s, int axis, int64_t *y, bitnet_shape *ys);
 /* Over the last axis of [rows x cols]; weight/bias [cols] or NULL. */
 bitnet_status bitnet_layernorm(bitnet_backend *be, const float *x, uint64_t rows, uint64_t cols,
                                const float *weight, const float *bias, float eps, float *y);

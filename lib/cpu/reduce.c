@@ -1,0 +1,251 @@
+/*
+ * reduce.c - reductions (sum, mean, max, min, argmax) over any set of axes
+ * on the CPU: the scalar reference and a multi-threaded fast path.
+ *
+ * Sums accumulate in double (error near float64's, then one rounding), in a
+ * fixed order that does not depend on the thread count: a row is cut into
+ * chunks of RED_CHUNK elements whose partial results are combined in order.
+ * max/min propagate NaN; argmax returns the first maximum, or the first NaN
+ * when the slice holds one.  mean of an empty slice is NaN, sum 0.
+ *
+ * The fast path plans the shape (dims merged): reduced trailing dims are
+ * rows; a reduced middle dim [outer, len, inner] accumulates columns; any
+ * other pattern is first permuted to [kept..., reduced...].
+ */
+#include "cpu.h"
+#include "../op_tensor.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RED_CHUNK (1u << 16)
+
+static inline int better_max(float v, float best) { return v > best || (v != v && best == best); }
+static inline int better_min(float v, float best) { return v < best || (v != v && best == best); }
+
+static void put(bitnet_reduce_op op, float *y, int64_t *idx, uint64_t o, double s, float m, int64_t mi, uint64_t n)
+{
+    switch (op) {
+    case BITNET_RED_SUM: if (y) y[o] = (float)s; break;
+    case BITNET_RED_MEAN: if (y) y[o] = (float)(s / (double)n); break;
+    case BITNET_RED_MAX: case BITNET_RED_MIN: if (y) y[o] = m; break;
+    default:
+        if (y) y[o] = (float)mi;
+        if (idx) idx[o] = mi;
+        break;
+    }
+}
+
+/* ---- reference ---------------------------------------------------------- */
+
+void bn_reduce_ref_k(bitnet_reduce_op op, const float *x, const bitnet_shape *s, uint32_t axes_mask, float *y,
+                     int64_t *idx)
+{
+    uint64_t stride[BITNET_MAX_RANK], n_out = 1, n_red = 1, st = 1;
+    uint32_t kept[BITNET_MAX_RANK], red[BITNET_MAX_RANK], nk = 0, nr = 0;
+    for (uint32_t k = 0; k < s->rank; k++) {
+        uint32_t i = s->rank - 1 - k;
+        stride[i] = st;
+        st *= s->dims[i];
+    }
+    for (uint32_t i = 0; i < s->rank; i++) {
+        if (axes_mask == 0 || (axes_mask >> i) & 1) { red[nr++] = i; n_red *= s->dims[i]; }
+        else { kept[nk++] = i; n_out *= s->dims[i]; }
+    }
+    for (uint64_t o = 0; o < n_out; o++) {
+        uint64_t base = 0, rest = o;
+        for (uint32_t k = nk; k-- > 0;) {
+            base += (rest % s->dims[kept[k]]) * stride[kept[k]];
+            rest /= s->dims[kept[k]];
+        }
+        double sum = 0;
+        float m = 0;
+        int64_t mi = 0;
+        for (uint64_t r = 0; r < n_red; r++) {
+            uint64_t off = base;
+            rest = r;
+            for (uint32_t k = nr; k-- > 0;) {
+                off += (rest % s->dims[red[k]]) * stride[red[k]];
+                rest /= s->dims[red[k]];
+            }
+            float v = x[off];
+            sum += v;
+            if (r == 0 || (op == BITNET_RED_MIN ? better_min(v, m) : better_max(v, m))) {
+                m = v;
+                mi = (int64_t)r;
+            }
+        }
+        put(op, y, idx, o, sum, m, mi, n_red);
+    }
+}
+
+/* ---- fast path ---------------------------------------------------------- */
+
+typedef struct { double s; float m; int64_t i; } part;
+
+/* Reduces x[0..n) (the chunk starting at element `first` of its slice). */
+static part span_reduce(bitnet_reduce_op op, const float *restrict x, uint64_t n, uint64_t first)
+{
+    part p = {0, x[0], (int64_t)first};
+    uint64_t i = 0;
+    if (op == BITNET_RED_SUM || op == BITNET_RED_MEAN) {
+        typedef double v4d __attribute__((vector_size(32)));
+        typedef float v4f __attribute__((vector_size(16)));
+        v4d a0 = {0, 0, 0, 0}, a1 = a0;
+        for (; i + 8 <= n; i += 8) {
+            v4f f0, f1;
+            memcpy(&f0, x + i, sizeof f0);
+            memcpy(&f1, x + i + 4, sizeof f1);
+            a0 += __builtin_convertvector(f0, v4d);
+            a1 += __builtin_convertvector(f1, v4d);
+        }
+        a0 += a1;
+        double s = (a0[0] + a0[1]) + (a0[2] + a0[3]);
+        for (; i < n; i++) s += x[i];
+        p.s = s;
+    } else if (op == BITNET_RED_ARGMAX) {
+        float best = x[0];
+        uint64_t bi = 0;
+        for (i = 1; i < n; i++)
+            if (better_max(x[i], best)) { best = x[i]; bi = i; }
+        p.m = best;
+        p.i = (int64_t)(first + bi);
+    } else {
+        float best = x[0];
+        if (op == BITNET_RED_MAX)
+            for (i = 1; i < n; i++) best = better_max(x[i], best) ? x[i] : best;
+        else
+            for (i = 1; i < n; i++) best = better_min(x[i], best) ? x[i] : best;
+        p.m = best;
+    }
+    return p;
+}
+
+typedef struct {
+    bitnet_reduce_op op;
+    const float *x;
+    float *y;
+    int64_t *idx;
+    uint64_t len, inner, cpr; /* rows: row length, chunks per row; cols: len, inner, chunks per outer */
+    part *parts;
+} red_job;
+
+static void rows_range(void *arg, uint64_t begin, uint64_t end)
+{
+    const red_job *j = arg;
+    for (uint64_t it = begin; it < end; it++) {
+        uint64_t r = it / j->cpr, c0 = (it % j->cpr) * RED_CHUNK;
+        uint64_t n = j->len - c0 < RED_CHUNK ? j->len - c0 : RED_CHUNK;
+        j->parts[it] = span_reduce(j->op, j->x + r * j->len + c0, n, c0);
+    }
+}
+
+static void rows_reduce(bn_cpu *cpu, red_job *j, uint64_t rows, bitnet_status *st)
+{
+    j->cpr = (j->len + RED_CHUNK - 1) / RED_CHUNK;
+    j->parts = malloc(rows * j->cpr * sizeof *j->parts);
+    if (!j->parts) {
+        *st = bn_fail(BITNET_E_NOMEM, "reduce: no memory for %llu partial results",
+                      (unsigned long long)(rows * j->cpr));
+        return;
+    }
+    uint64_t grain = j->len >= RED_CHUNK ? 1 : RED_CHUNK / j->len;
+    bn_parallel_for(cpu->pool, rows * j->cpr, grain, rows_range, j);
+    for (uint64_t r = 0; r < rows; r++) {
+        part p = j->parts[r * j->cpr];
+        for (uint64_t c = 1; c < j->cpr; c++) {
+            part q = j->parts[r * j->cpr + c];
+            p.s += q.s;
+            if (j->op == BITNET_RED_MIN ? better_min(q.m, p.m) : better_max(q.m, p.m)) {
+                p.m = q.m;
+                p.i = q.i;
+            }
+        }
+        put(j->op, j->y, j->idx, r, p.s, p.m, p.i, j->len);
+    }
+    free(j->parts);
+}
+
+#define COL_CHUNK 512
+
+/* [outer, len, inner] reduced over len: item = (outer, chunk of columns). */
+static void cols_range(void *arg, uint64_t begin, uint64_t end)
+{
+    const red_job *j = arg;
+    double s[COL_CHUNK];
+    float m[COL_CHUNK];
+    int64_t mi[COL_CHUNK];
+    const uint64_t len = j->len, inner = j->inner;
+    for (uint64_t it = begin; it < end; it++) {
+        uint64_t o = it / j->cpr, c0 = (it % j->cpr) * COL_CHUNK;
+        uint64_t w = inner - c0 < COL_CHUNK ? inner - c0 : COL_CHUNK;
+        const float *x = j->x + o * len * inner + c0;
+        if (j->op == BITNET_RED_SUM || j->op == BITNET_RED_MEAN) {
+            for (uint64_t c = 0; c < w; c++) s[c] = 0;
+            for (uint64_t l = 0; l < len; l++)
+                for (uint64_t c = 0; c < w; c++) s[c] += x[l * inner + c];
+        } else {
+            for (uint64_t c = 0; c < w; c++) { m[c] = x[c]; mi[c] = 0; }
+            for (uint64_t l = 1; l < len; l++)
+                for (uint64_t c = 0; c < w; c++) {
+                    float v = x[l * inner + c];
+                    if (j->op == BITNET_RED_MIN ? better_min(v, m[c]) : better_max(v, m[c])) {
+                        m[c] = v;
+                        mi[c] = (int64_t)l;
+                    }
+                }
+        }
+        for (uint64_t c = 0; c < w; c++) put(j->op, j->y, j->idx, o * inner + c0 + c, s[c], m[c], mi[c], len);
+    }
+}
+
+bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
+                            uint32_t axes_mask, float *y, int64_t *idx)
+{
+    bn_cpu *cpu = ctx;
+    bn_rplan p;
+    bitnet_status st = BITNET_OK;
+    red_job j = {op, x, y, idx, 0, 0, 0, NULL};
+    bn_reduce_plan(s, axes_mask, &p);
+    if (p.n_out == 0) return BITNET_OK;
+    if (p.n_red == 0) { /* only sum/mean get here */
+        for (uint64_t o = 0; o < p.n_out; o++) put(op, y, idx, o, 0, 0, 0, 0);
+        return BITNET_OK;
+    }
+    /* merged dims alternate kept/reduced */
+    if (p.rank <= 1 || (p.rank == 2 && p.red[1])) {
+        /* [reduced], [kept, reduced] or nothing reduced (rows of one): rows */
+        j.len = p.rank && p.red[p.rank - 1] ? p.dims[p.rank - 1] : 1;
+        rows_reduce(cpu, &j, p.n_out, &st);
+    } else if (p.rank <= 3 && (p.rank == 2 ? p.red[0] : p.red[1])) {
+        /* [outer?, len, inner] with len reduced */
+        j.len = p.dims[p.rank - 2];
+        j.inner = p.dims[p.rank - 1];
+        j.cpr = (j.inner + COL_CHUNK - 1) / COL_CHUNK;
+        uint64_t outer = p.rank == 3 ? p.dims[0] : 1;
+        bn_parallel_for(cpu->pool, outer * j.cpr, 1, cols_range, &j);
+    } else {
+        /* move the reduced axes last, then rows (never argmax: one axis) */
+        bitnet_shape ps = {p.rank, {0}};
+        uint32_t perm[BITNET_MAX_RANK], np = 0;
+        for (uint32_t i = 0; i < p.rank; i++)
+            if (!p.red[i]) perm[np++] = i;
+        for (uint32_t i = 0; i < p.rank; i++)
+            if (p.red[i]) perm[np++] = i;
+        for (uint32_t i = 0; i < p.rank; i++) ps.dims[i] = p.dims[i];
+        float *t = malloc(p.n_out * p.n_red * sizeof *t);
+        if (!t) return bn_fail(BITNET_E_NOMEM, "reduce: no memory for the transposed copy");
+        if ((st = bn_cpu_permute_plain(cpu, x, &ps, perm, t)) == BITNET_OK) {
+            j.x = t;
+            j.len = p.n_red;
+            rows_reduce(cpu, &j, p.n_out, &st);
+        }
+        free(t);
+    }
+    if (st == BITNET_OK && bn_test_perturb("reduce")) {
+        if (y) bn_perturb_one(&y[p.n_out / 2]);
+        if (idx) idx[p.n_out / 2] ^= 1;
+    }
+    return st;
+}

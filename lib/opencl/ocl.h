@@ -75,4 +75,30 @@ bitnet_status bn_ocl_layernorm(void *ctx, const float *x, uint64_t rows, uint64_
 bitnet_status bn_ocl_permute(void *ctx, const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);
 bitnet_status bn_ocl_scale(void *ctx, const float *x, uint64_t n, float alpha, float *y);
 
+/* ---- runtime internals used by the backend core (lib/backend.c, lib/calibrate.c) ---- */
+void bn_ocl_free(bn_ocl *o);
+/* Finds device `index` as bn_ocl_create would and fills caps, without
+ * creating a context (cheap: auto uses it to load thresholds lazily).
+ * *count (may be NULL) gets the number of devices on all platforms. */
+bitnet_status bn_ocl_probe(int index, bn_ocl_caps *caps, int *count);
+cl_context bn_ocl_context(const bn_ocl *o);
+cl_command_queue bn_ocl_queue(const bn_ocl *o);
+cl_device_id bn_ocl_device(const bn_ocl *o);
+int bn_ocl_index(const bn_ocl *o); /* position in the device listing */
+/* CL_KERNEL_WORK_GROUP_SIZE of k on this device (1 if the query fails). */
+size_t bn_ocl_kernel_wg(bn_ocl *o, cl_kernel k);
+/* Device time of the last kernel collected by bn_ocl_finish/download, ms. */
+double bn_ocl_last_kernel_ms(const bn_ocl *o);
+void bn_ocl_pool_stats(const bn_ocl *o, bitnet_pool_stats *out);
+/* Frees every idle pooled buffer (kept ones stay until released). */
+void bn_ocl_pool_trim(bn_ocl *o);
+/* Disk cache of program binaries: process-wide counters (tests). */
+typedef struct { uint64_t hits, misses, corrupt, writes; } bn_ocl_cache_stats;
+void bn_ocl_cache_stats_get(bn_ocl_cache_stats *out);
+#define BN_FNV_INIT 0xcbf29ce484222325ULL
+uint64_t bn_fnv1a64(uint64_t h, const void *p, size_t n);
+/* Roofline (lib/opencl/roofline.c). */
+bitnet_status bn_ocl_bandwidth(bn_ocl *o, uint64_t bytes, double *copy_gbs, double *read_gbs);
+bitnet_status bn_ocl_transfer_rate(bn_ocl *o, uint64_t bytes, int pinned, double *h2d_gbs, double *d2h_gbs);
+
 #endif

@@ -1,0 +1,23 @@
+/*
+ * common.cl - types and helpers shared by every kernel family; the host
+ * prepends it to each kernels/<family>.cl before building (OpenCL C 1.2).
+ * Tunables are macros with #ifndef defaults; the host may pass -D values.
+ */
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#define BN_HAS_FP64 1
+#else
+#define BN_HAS_FP64 0
+#endif
+
+#ifndef BN_WG
+#define BN_WG 256 /* default work-group size of 1-D kernels */
+#endif
+
+/* Element counts and offsets are 64-bit on the host; a kernel indexes with
+ * ulong so that tensors above 2^32 elements stay correct. */
+typedef ulong bn_size;
+
+/* The planted bug of the test hook BITNET_TEST_PERTURB: the host passes the
+ * index of the element to corrupt, or -1. */
+inline float bn_perturb(float v) { return v != 0.0f ? -3.0f * v : 1.0f; }

@@ -1,0 +1,117 @@
+/*
+ * backend_cpu.c - the CPU backend: SIMD level found at run time, the op
+ * table, and the plumbing op (scale) with its scalar reference.
+ */
+#include "cpu.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const simd_names[] = {"scalar", "avx2", "avx512", "avx512-vnni"};
+
+static bn_simd simd_hardware(void)
+{
+    static int done;
+    static bn_simd level;
+    if (__atomic_load_n(&done, __ATOMIC_ACQUIRE)) return level;
+    bn_simd l = BN_SIMD_SCALAR;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        l = BN_SIMD_AVX2;
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
+            l = BN_SIMD_AVX512;
+            if (__builtin_cpu_supports("avx512vnni")) l = BN_SIMD_AVX512_VNNI;
+        }
+    }
+#endif
+    level = l;
+    __atomic_store_n(&done, 1, __ATOMIC_RELEASE);
+    return level;
+}
+
+/* The hardware level, capped by $BITNET_SIMD (read on every call so that
+ * tests may change it between backends; unknown values are ignored). */
+bn_simd bn_cpu_simd(void)
+{
+    bn_simd hw = simd_hardware();
+    const char *cap = getenv("BITNET_SIMD");
+    if (cap && *cap)
+        for (int i = 0; i <= BN_SIMD_AVX512_VNNI; i++)
+            if (strcmp(cap, simd_names[i]) == 0) return (bn_simd)i < hw ? (bn_simd)i : hw;
+    return hw;
+}
+
+const char *bitnet_cpu_simd_name(void) { return simd_names[bn_cpu_simd()]; }
+
+bitnet_status bn_cpu_create(bn_cpu **out, int threads)
+{
+    *out = NULL;
+    bn_cpu *c = calloc(1, sizeof *c);
+    if (!c) return bn_fail(BITNET_E_NOMEM, "cpu backend: out of memory");
+    bitnet_status st = bn_pool_create(&c->pool, threads);
+    if (st != BITNET_OK) {
+        free(c);
+        return st;
+    }
+    c->simd = bn_cpu_simd();
+    *out = c;
+    return BITNET_OK;
+}
+
+static void cpu_free(void *ctx)
+{
+    bn_cpu *c = ctx;
+    if (!c) return;
+    bn_pool_free(c->pool);
+    free(c);
+}
+
+/* ---- scale: y = alpha * x ---------------------------------------------- */
+
+bitnet_status bitnet_scale_ref(const float *x, uint64_t n, float alpha, float *y)
+{
+    if (n && (!x || !y)) return bn_fail(BITNET_E_INVALID, "scale: NULL buffer");
+    for (uint64_t i = 0; i < n; i++) y[i] = alpha * x[i];
+    return BITNET_OK;
+}
+
+typedef struct {
+    const float *x;
+    float *y;
+    float alpha;
+} scale_args;
+
+static void scale_range(void *vp, uint64_t b, uint64_t e)
+{
+    const scale_args *a = vp;
+    const float *x = a->x;
+    float *y = a->y;
+    const float alpha = a->alpha;
+    for (uint64_t i = b; i < e; i++) y[i] = alpha * x[i]; /* vectorised by the compiler */
+}
+
+bitnet_status bn_cpu_scale(void *ctx, const float *x, uint64_t n, float alpha, float *y)
+{
+    bn_cpu *c = ctx;
+    scale_args a = {x, y, alpha};
+    bn_parallel_for(c ? c->pool : NULL, n, 1u << 16, scale_range, &a);
+    if (n && bn_test_perturb("scale")) y[n / 2] = y[n / 2] != 0.0f ? -3.0f * y[n / 2] : 1.0f;
+    return BITNET_OK;
+}
+
+const bn_backend_ops bn_cpu_ops = {
+    .name = "cpu",
+    .scale = bn_cpu_scale,
+    .free = cpu_free,
+    .bitlinear = bn_cpu_bitlinear,
+    .matmul_f32 = bn_cpu_matmul_f32,
+    .binary = bn_cpu_binary,
+    .unary = bn_cpu_unary,
+    .softmax = bn_cpu_softmax,
+    .reduce = bn_cpu_reduce,
+    .layernorm = bn_cpu_layernorm,
+    .permute = bn_cpu_permute,
+    /* more ops above */
+};

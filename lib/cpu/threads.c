@@ -1,0 +1,152 @@
+/*
+ * threads.c - the CPU thread pool: persistent pthread workers that split
+ * [0, n) into contiguous ranges.  The calling thread takes part, so a pool
+ * of T threads has T-1 workers.  A call made while the pool is busy (another
+ * thread, or a range function calling back in) runs inline instead of
+ * waiting, so nesting can never deadlock.
+ */
+#include "cpu.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#define BN_MAX_THREADS 512
+
+struct bn_pool {
+    int threads;
+    pthread_t *workers;
+    int nworkers;            /* started */
+    pthread_mutex_t busy;    /* held by the caller of a parallel section */
+    pthread_mutex_t mu;
+    pthread_cond_t wake, done;
+    uint64_t generation;     /* bumped for each parallel section */
+    int quit;
+    /* the current section */
+    bn_range_fn fn;
+    void *arg;
+    uint64_t n, chunks, next, finished;
+};
+
+static _Thread_local int in_worker;
+
+/* Range c of `chunks` equal contiguous ranges over [0, n). */
+static void chunk_range(uint64_t n, uint64_t chunks, uint64_t c, uint64_t *b, uint64_t *e)
+{
+    uint64_t base = n / chunks, rem = n % chunks;
+    *b = c * base + (c < rem ? c : rem);
+    *e = *b + base + (c < rem ? 1 : 0);
+}
+
+/* Takes chunks until none is left; returns with mu held. */
+static void run_chunks(bn_pool *p)
+{
+    while (p->next < p->chunks) {
+        uint64_t c = p->next++, b, e;
+        bn_range_fn fn = p->fn;
+        void *arg = p->arg;
+        chunk_range(p->n, p->chunks, c, &b, &e);
+        pthread_mutex_unlock(&p->mu);
+        fn(arg, b, e);
+        pthread_mutex_lock(&p->mu);
+        if (++p->finished == p->chunks) pthread_cond_broadcast(&p->done);
+    }
+}
+
+static void *worker_main(void *vp)
+{
+    bn_pool *p = vp;
+    in_worker = 1;
+    pthread_mutex_lock(&p->mu);
+    uint64_t seen = p->generation;
+    for (;;) {
+        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
+        if (p->quit) break;
+        seen = p->generation;
+        run_chunks(p);
+    }
+    pthread_mutex_unlock(&p->mu);
+    return NULL;
+}
+
+bitnet_status bn_pool_create(bn_pool **out, int threads)
+{
+    *out = NULL;
+    if (threads < 0) return bn_fail(BITNET_E_INVALID, "threads must be >= 0 (0 = all cores), got %d", threads);
+    if (threads == 0) {
+        long c = sysconf(_SC_NPROCESSORS_ONLN);
+        threads = c > 0 ? (int)(c < BN_MAX_THREADS ? c : BN_MAX_THREADS) : 1;
+    }
+    if (threads > BN_MAX_THREADS)
+        return bn_fail(BITNET_E_INVALID, "threads: %d exceeds the limit of %d", threads, BN_MAX_THREADS);
+    bn_pool *p = calloc(1, sizeof *p);
+    if (!p) return bn_fail(BITNET_E_NOMEM, "thread pool: out of memory");
+    p->threads = threads;
+    pthread_mutex_init(&p->busy, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    if (threads > 1) {
+        p->workers = calloc((size_t)threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            bn_pool_free(p);
+            return bn_fail(BITNET_E_NOMEM, "thread pool: out of memory");
+        }
+        for (int i = 0; i < threads - 1; i++) {
+            if (pthread_create(&p->workers[i], NULL, worker_main, p) != 0) {
+                bn_pool_free(p);
+                return bn_fail(BITNET_E_NOMEM, "thread pool: cannot start thread %d of %d", i + 2, threads);
+            }
+            p->nworkers++;
+        }
+    }
+    *out = p;
+    return BITNET_OK;
+}
+
+void bn_pool_free(bn_pool *p)
+{
+    if (!p) return;
+    pthread_mutex_lock(&p->mu);
+    p->quit = 1;
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->mu);
+    for (int i = 0; i < p->nworkers; i++) pthread_join(p->workers[i], NULL);
+    free(p->workers);
+    pthread_cond_destroy(&p->wake);
+    pthread_cond_destroy(&p->done);
+    pthread_mutex_destroy(&p->mu);
+    pthread_mutex_destroy(&p->busy);
+    free(p);
+}
+
+int bn_pool_threads(const bn_pool *p) { return p ? p->threads : 1; }
+
+void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg)
+{
+    if (n == 0) return;
+    if (grain == 0) grain = 1;
+    uint64_t chunks = n / grain;
+    int threads = bn_pool_threads(p);
+    if (chunks > (uint64_t)threads) chunks = (uint64_t)threads;
+    if (chunks <= 1 || !p || p->nworkers == 0 || in_worker || pthread_mutex_trylock(&p->busy) != 0) {
+        fn(arg, 0, n);
+        return;
+    }
+    pthread_mutex_lock(&p->mu);
+    p->fn = fn;
+    p->arg = arg;
+    p->n = n;
+    p->chunks = chunks;
+    p->next = 0;
+    p->finished = 0;
+    p->generation++;
+    pthread_cond_broadcast(&p->wake);
+    in_worker = 1; /* a range function calling back in runs inline */
+    run_chunks(p);
+    in_worker = 0;
+    while (p->finished < p->chunks) pthread_cond_wait(&p->done, &p->mu);
+    p->fn = NULL;
+    pthread_mutex_unlock(&p->mu);
+    pthread_mutex_unlock(&p->busy);
+}

@@ -1,0 +1,67 @@
+/*
+ * ocl_impl.h - the inside of struct bn_ocl, shared by runtime.c (device,
+ * queue, launches), program.c (sources, builds, disk cache) and pool.c
+ * (buffers).  Family host code uses ocl.h only.
+ */
+#ifndef BITNET_OCL_IMPL_H
+#define BITNET_OCL_IMPL_H
+
+#include "ocl.h"
+
+typedef struct {
+    char name[64];
+    cl_kernel k;
+} bn_ocl_kern;
+
+typedef struct {
+    char family[64];
+    char *options;
+    cl_program prog;
+    bn_ocl_kern *kernels;
+    size_t nkernels;
+} bn_ocl_prog;
+
+typedef struct {
+    cl_mem m;
+    size_t size;
+} bn_ocl_buf;
+
+typedef struct {
+    cl_event ev;
+    char op[32];
+} bn_ocl_pending;
+
+struct bn_ocl {
+    bitnet_backend *be;
+    int index;
+    cl_platform_id platform;
+    cl_device_id device;
+    cl_context ctx;
+    cl_command_queue queue;
+    bn_ocl_caps caps;
+    bn_ocl_prog *progs;
+    size_t nprogs;
+    /* pool: buffers handed out, and idle ones kept for reuse */
+    bn_ocl_buf *used, *idle;
+    size_t nused, capused, nidle, capidle;
+    size_t idle_bytes;
+    bitnet_pool_stats pstats;
+    /* launched kernels whose time is not collected yet */
+    bn_ocl_pending *pending;
+    size_t npending, cappending;
+    double last_kernel_ms;
+};
+
+/* Collects the profiling times of finished kernels into the op stats
+ * (the queue must be finished). */
+void bn_ocl_collect(bn_ocl *o);
+void bn_ocl_programs_free(bn_ocl *o);
+void bn_ocl_pool_free(bn_ocl *o);
+/* A simulated failure (BITNET_TEST_FAIL) reported like a real one. */
+bitnet_status bn_cl_fail_test(cl_int err, const char *call, const char *file, int line);
+/* Fills caps for one device. */
+void bn_ocl_fill_caps(cl_platform_id p, cl_device_id d, bn_ocl_caps *caps);
+/* Every device of every platform, in listing order (opencl:N). */
+bitnet_status bn_ocl_list(cl_platform_id **plat, cl_device_id **dev, int *n);
+
+#endif

@@ -1,0 +1,167 @@
+/*
+ * pool.c - pooled device buffers and timed blocking transfers.
+ *
+ * Sizes are rounded up to a size class (powers of two up to 64 KiB, then
+ * steps of 1/8 of the power of two below: at most 12.5% slack) so that a
+ * released buffer serves later requests of nearby sizes.  Idle buffers are
+ * kept up to a cap (a quarter of device memory, at most 1 GiB), oldest
+ * released first when over it.
+ */
+#include "ocl_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t size_class(size_t bytes, size_t max_alloc)
+{
+    if (bytes <= 256) return 256;
+    size_t p = 1;
+    while (p < bytes && p <= SIZE_MAX / 2) p <<= 1;
+    size_t c;
+    if (p <= 65536) {
+        c = p;
+    } else {
+        size_t step = p / 16; /* p/2 < bytes <= p: steps of (p/2)/8 */
+        c = (bytes + step - 1) / step * step;
+    }
+    if (max_alloc && c > max_alloc) c = bytes;
+    return c;
+}
+
+static size_t idle_cap(const bn_ocl *o)
+{
+    cl_ulong cap = o->caps.global_mem / 4;
+    if (cap > (1ull << 30) || cap == 0) cap = 1ull << 30;
+    return (size_t)cap;
+}
+
+static int push(bn_ocl_buf **arr, size_t *n, size_t *cap, cl_mem m, size_t size)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 16;
+        bn_ocl_buf *a = realloc(*arr, c * sizeof *a);
+        if (!a) return -1;
+        *arr = a;
+        *cap = c;
+    }
+    (*arr)[*n].m = m;
+    (*arr)[*n].size = size;
+    (*n)++;
+    return 0;
+}
+
+static void drop_idle(bn_ocl *o, size_t i)
+{
+    o->idle_bytes -= o->idle[i].size;
+    clReleaseMemObject(o->idle[i].m);
+    memmove(&o->idle[i], &o->idle[i + 1], (o->nidle - i - 1) * sizeof o->idle[0]);
+    o->nidle--;
+}
+
+void bn_ocl_pool_trim(bn_ocl *o)
+{
+    while (o->nidle) drop_idle(o, o->nidle - 1);
+}
+
+bitnet_status bn_ocl_alloc(bn_ocl *o, size_t bytes, cl_mem *m)
+{
+    *m = NULL;
+    if (bn_test_fail("alloc"))
+        return bn_cl_fail_test(CL_MEM_OBJECT_ALLOCATION_FAILURE, "clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, ...)",
+                               __FILE__, __LINE__);
+    if (bytes == 0) bytes = 1;
+    if (o->caps.max_alloc && bytes > o->caps.max_alloc)
+        return bn_fail(BITNET_E_DEVICE_MEMORY, "a buffer of %zu bytes exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (%llu) of %s",
+                       bytes, (unsigned long long)o->caps.max_alloc, o->caps.name);
+    size_t cls = size_class(bytes, o->caps.max_alloc);
+    if (o->nused == o->capused) { /* make room first: a failure later would leak the buffer */
+        if (push(&o->used, &o->nused, &o->capused, NULL, 0) != 0) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
+        o->nused--;
+    }
+    o->pstats.allocs++;
+    cl_mem got = NULL;
+    for (size_t i = o->nidle; i-- > 0;)
+        if (o->idle[i].size == cls) {
+            got = o->idle[i].m;
+            o->idle_bytes -= cls;
+            memmove(&o->idle[i], &o->idle[i + 1], (o->nidle - i - 1) * sizeof o->idle[0]);
+            o->nidle--;
+            o->pstats.hits++;
+            break;
+        }
+    if (!got) {
+        cl_int err;
+        got = clCreateBuffer(o->ctx, CL_MEM_READ_WRITE, cls, NULL, &err);
+        if (!got && err == CL_MEM_OBJECT_ALLOCATION_FAILURE && o->nidle) {
+            bn_ocl_pool_trim(o);
+            got = clCreateBuffer(o->ctx, CL_MEM_READ_WRITE, cls, NULL, &err);
+        }
+        if (!got) {
+            o->pstats.allocs--;
+            return bn_cl_fail(err, "clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, NULL, &err)", __FILE__, __LINE__);
+        }
+        o->pstats.misses++;
+    }
+    push(&o->used, &o->nused, &o->capused, got, cls); /* room was made above */
+    o->pstats.bytes_in_use += cls;
+    if (o->pstats.bytes_in_use > o->pstats.peak_bytes) o->pstats.peak_bytes = o->pstats.bytes_in_use;
+    *m = got;
+    return BITNET_OK;
+}
+
+void bn_ocl_release(bn_ocl *o, cl_mem m)
+{
+    if (!o || !m) return;
+    for (size_t i = 0; i < o->nused; i++)
+        if (o->used[i].m == m) {
+            size_t size = o->used[i].size;
+            o->used[i] = o->used[--o->nused];
+            o->pstats.releases++;
+            o->pstats.bytes_in_use -= size;
+            if (size > idle_cap(o) || push(&o->idle, &o->nidle, &o->capidle, m, size) != 0) {
+                clReleaseMemObject(m);
+                return;
+            }
+            o->idle_bytes += size;
+            while (o->idle_bytes > idle_cap(o) && o->nidle) drop_idle(o, 0);
+            return;
+        }
+    clReleaseMemObject(m); /* not from the pool */
+}
+
+void bn_ocl_pool_stats(const bn_ocl *o, bitnet_pool_stats *out) { *out = o->pstats; }
+
+void bn_ocl_pool_free(bn_ocl *o)
+{
+    bn_ocl_pool_trim(o);
+    for (size_t i = 0; i < o->nused; i++) clReleaseMemObject(o->used[i].m);
+    free(o->used);
+    free(o->idle);
+    o->used = o->idle = NULL;
+    o->nused = o->nidle = o->capused = o->capidle = 0;
+}
+
+/* ---- transfers ------------------------------------------------------------------ */
+
+bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes)
+{
+    if (bytes == 0) return BITNET_OK;
+    double t0 = bn_now_ms();
+    cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_TRUE, offset, bytes, src, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_TRUE, offset, size, src, ...)", __FILE__, __LINE__);
+    bn_stats_add_transfer(o->be, 1, bytes, bn_now_ms() - t0);
+    return BITNET_OK;
+}
+
+bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes)
+{
+    bitnet_status st = bn_ocl_finish(o); /* kernel time is not transfer time */
+    if (st != BITNET_OK || bytes == 0) return st;
+    double t0 = bn_now_ms();
+    cl_int err = clEnqueueReadBuffer(o->queue, m, CL_TRUE, offset, bytes, dst, 0, NULL, NULL);
+    if (err != CL_SUCCESS)
+        return bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_TRUE, offset, size, dst, ...)", __FILE__, __LINE__);
+    bn_stats_add_transfer(o->be, 0, bytes, bn_now_ms() - t0);
+    return BITNET_OK;
+}

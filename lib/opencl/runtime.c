@@ -1,0 +1,388 @@
+/*
+ * runtime.c - the OpenCL device: enumeration across platforms, context,
+ * in-order profiling queue, capabilities, launches with their timing, and
+ * OpenCL error reporting (call, status name, file, line).
+ */
+#include "ocl_impl.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *bn_cl_errname(cl_int err)
+{
+    switch (err) {
+#define E(x) case x: return #x;
+    E(CL_SUCCESS) E(CL_DEVICE_NOT_FOUND) E(CL_DEVICE_NOT_AVAILABLE) E(CL_COMPILER_NOT_AVAILABLE)
+    E(CL_MEM_OBJECT_ALLOCATION_FAILURE) E(CL_OUT_OF_RESOURCES) E(CL_OUT_OF_HOST_MEMORY)
+    E(CL_PROFILING_INFO_NOT_AVAILABLE) E(CL_MEM_COPY_OVERLAP) E(CL_IMAGE_FORMAT_MISMATCH)
+    E(CL_IMAGE_FORMAT_NOT_SUPPORTED) E(CL_BUILD_PROGRAM_FAILURE) E(CL_MAP_FAILURE)
+    E(CL_MISALIGNED_SUB_BUFFER_OFFSET) E(CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
+    E(CL_COMPILE_PROGRAM_FAILURE) E(CL_LINKER_NOT_AVAILABLE) E(CL_LINK_PROGRAM_FAILURE)
+    E(CL_DEVICE_PARTITION_FAILED) E(CL_KERNEL_ARG_INFO_NOT_AVAILABLE)
+    E(CL_INVALID_VALUE) E(CL_INVALID_DEVICE_TYPE) E(CL_INVALID_PLATFORM) E(CL_INVALID_DEVICE)
+    E(CL_INVALID_CONTEXT) E(CL_INVALID_QUEUE_PROPERTIES) E(CL_INVALID_COMMAND_QUEUE) E(CL_INVALID_HOST_PTR)
+    E(CL_INVALID_MEM_OBJECT) E(CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) E(CL_INVALID_IMAGE_SIZE)
+    E(CL_INVALID_SAMPLER) E(CL_INVALID_BINARY) E(CL_INVALID_BUILD_OPTIONS) E(CL_INVALID_PROGRAM)
+    E(CL_INVALID_PROGRAM_EXECUTABLE) E(CL_INVALID_KERNEL_NAME) E(CL_INVALID_KERNEL_DEFINITION)
+    E(CL_INVALID_KERNEL) E(CL_INVALID_ARG_INDEX) E(CL_INVALID_ARG_VALUE) E(CL_INVALID_ARG_SIZE)
+    E(CL_INVALID_KERNEL_ARGS) E(CL_INVALID_WORK_DIMENSION) E(CL_INVALID_WORK_GROUP_SIZE)
+    E(CL_INVALID_WORK_ITEM_SIZE) E(CL_INVALID_GLOBAL_OFFSET) E(CL_INVALID_EVENT_WAIT_LIST)
+    E(CL_INVALID_EVENT) E(CL_INVALID_OPERATION) E(CL_INVALID_GL_OBJECT) E(CL_INVALID_BUFFER_SIZE)
+    E(CL_INVALID_MIP_LEVEL) E(CL_INVALID_GLOBAL_WORK_SIZE) E(CL_INVALID_PROPERTY)
+    E(CL_INVALID_IMAGE_DESCRIPTOR) E(CL_INVALID_COMPILER_OPTIONS) E(CL_INVALID_LINKER_OPTIONS)
+    E(CL_INVALID_DEVICE_PARTITION_COUNT)
+#undef E
+    case -1001: return "CL_PLATFORM_NOT_FOUND_KHR";
+    default: return "CL_UNKNOWN_ERROR";
+    }
+}
+
+static bitnet_status status_of(cl_int err)
+{
+    switch (err) {
+    case CL_MEM_OBJECT_ALLOCATION_FAILURE:
+    case CL_INVALID_BUFFER_SIZE: return BITNET_E_DEVICE_MEMORY;
+    case CL_BUILD_PROGRAM_FAILURE:
+    case CL_COMPILE_PROGRAM_FAILURE:
+    case CL_LINK_PROGRAM_FAILURE:
+    case CL_COMPILER_NOT_AVAILABLE: return BITNET_E_BUILD;
+    case CL_DEVICE_NOT_FOUND:
+    case -1001: return BITNET_E_NO_DEVICE;
+    default: return BITNET_E_DEVICE;
+    }
+}
+
+/* "lib/opencl/x.c" rather than a build machine's absolute path. */
+static const char *short_file(const char *file)
+{
+    const char *p = strstr(file, "lib/");
+    return p ? p : file;
+}
+
+bitnet_status bn_cl_fail(cl_int err, const char *call, const char *file, int line)
+{
+    return bn_fail(status_of(err), "%s failed: %s (%d) at %s:%d", call, bn_cl_errname(err), (int)err,
+                   short_file(file), line);
+}
+
+bitnet_status bn_cl_fail_test(cl_int err, const char *call, const char *file, int line)
+{
+    return bn_fail(status_of(err), "%s failed: %s (%d) at %s:%d (simulated by BITNET_TEST_FAIL)", call,
+                   bn_cl_errname(err), (int)err, short_file(file), line);
+}
+
+/* ---- enumeration ------------------------------------------------------------ */
+
+bitnet_status bn_ocl_list(cl_platform_id **plat_out, cl_device_id **dev_out, int *n_out)
+{
+    *plat_out = NULL;
+    *dev_out = NULL;
+    *n_out = 0;
+    cl_uint np = 0;
+    cl_int err = clGetPlatformIDs(0, NULL, &np);
+    if (err == -1001 || np == 0) return BITNET_OK; /* no platform: an empty list */
+    if (err != CL_SUCCESS) return bn_cl_fail(err, "clGetPlatformIDs(0, NULL, &n)", __FILE__, __LINE__);
+    cl_platform_id *ps = calloc(np, sizeof *ps);
+    if (!ps) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
+    err = clGetPlatformIDs(np, ps, NULL);
+    if (err != CL_SUCCESS) {
+        free(ps);
+        return bn_cl_fail(err, "clGetPlatformIDs(n, ids, NULL)", __FILE__, __LINE__);
+    }
+    cl_platform_id *plat = NULL;
+    cl_device_id *dev = NULL;
+    int n = 0;
+    for (cl_uint i = 0; i < np; i++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0) continue;
+        cl_platform_id *p2 = realloc(plat, (size_t)(n + (int)nd) * sizeof *p2);
+        if (p2) plat = p2;
+        cl_device_id *d2 = realloc(dev, (size_t)(n + (int)nd) * sizeof *d2);
+        if (d2) dev = d2;
+        if (!p2 || !d2) {
+            free(plat);
+            free(dev);
+            free(ps);
+            return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
+        }
+        if (clGetDeviceIDs(ps[i], CL_DEVICE_TYPE_ALL, nd, dev + n, NULL) != CL_SUCCESS) continue;
+        for (cl_uint j = 0; j < nd; j++) plat[n + (int)j] = ps[i];
+        n += (int)nd;
+    }
+    free(ps);
+    *plat_out = plat;
+    *dev_out = dev;
+    *n_out = n;
+    return BITNET_OK;
+}
+
+static void info_str(cl_device_id d, cl_device_info what, char *buf, size_t size)
+{
+    buf[0] = 0;
+    if (clGetDeviceInfo(d, what, size - 1, buf, NULL) != CL_SUCCESS) buf[0] = 0;
+    buf[size - 1] = 0;
+}
+
+void bn_ocl_fill_caps(cl_platform_id p, cl_device_id d, bn_ocl_caps *c)
+{
+    memset(c, 0, sizeof *c);
+    info_str(d, CL_DEVICE_NAME, c->name, sizeof c->name);
+    info_str(d, CL_DEVICE_VENDOR, c->vendor, sizeof c->vendor);
+    info_str(d, CL_DRIVER_VERSION, c->driver, sizeof c->driver);
+    info_str(d, CL_DEVICE_OPENCL_C_VERSION, c->c_version, sizeof c->c_version);
+    if (clGetPlatformInfo(p, CL_PLATFORM_VERSION, sizeof c->platform_version - 1, c->platform_version, NULL) !=
+        CL_SUCCESS)
+        c->platform_version[0] = 0;
+    cl_device_type type = 0;
+    clGetDeviceInfo(d, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+    c->is_gpu = (type & CL_DEVICE_TYPE_GPU) != 0;
+    c->is_nvidia = strstr(c->vendor, "NVIDIA") != NULL || strstr(c->vendor, "nvidia") != NULL;
+    size_t extlen = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, 0, NULL, &extlen) == CL_SUCCESS && extlen > 0) {
+        char *ext = malloc(extlen + 1);
+        if (ext && clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, extlen, ext, NULL) == CL_SUCCESS) {
+            ext[extlen] = 0;
+            if (strstr(ext, "cl_khr_fp64")) c->has_fp64 = 1;
+        }
+        free(ext);
+    }
+    cl_device_fp_config fp = 0;
+    if (clGetDeviceInfo(d, CL_DEVICE_DOUBLE_FP_CONFIG, sizeof fp, &fp, NULL) == CL_SUCCESS && fp) c->has_fp64 = 1;
+    cl_bool unified = CL_FALSE;
+    clGetDeviceInfo(d, CL_DEVICE_HOST_UNIFIED_MEMORY, sizeof unified, &unified, NULL);
+    c->unified_memory = unified == CL_TRUE;
+    clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof c->compute_units, &c->compute_units, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof c->clock_mhz, &c->clock_mhz, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof c->global_mem, &c->global_mem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof c->local_mem, &c->local_mem, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc, NULL);
+    clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof c->max_wg, &c->max_wg, NULL);
+    if (c->max_wg == 0) c->max_wg = 1;
+}
+
+/* Picks the device for `index` (< 0: first GPU, else the first device). */
+static bitnet_status pick(int index, cl_platform_id *p, cl_device_id *d, int *picked, int *count)
+{
+    cl_platform_id *plat;
+    cl_device_id *dev;
+    int n;
+    bitnet_status st = bn_ocl_list(&plat, &dev, &n);
+    if (st != BITNET_OK) return st;
+    if (count) *count = n;
+    if (n == 0) {
+        free(plat);
+        free(dev);
+        return bn_fail(BITNET_E_NO_DEVICE, "no OpenCL platform or device found (is an OpenCL driver installed? "
+                                           "'clinfo -l' lists them)");
+    }
+    int at = index;
+    if (index < 0) {
+        at = 0;
+        for (int i = 0; i < n; i++) {
+            cl_device_type type = 0;
+            clGetDeviceInfo(dev[i], CL_DEVICE_TYPE, sizeof type, &type, NULL);
+            if (type & CL_DEVICE_TYPE_GPU) {
+                at = i;
+                break;
+            }
+        }
+    } else if (index >= n) {
+        free(plat);
+        free(dev);
+        return bn_fail(BITNET_E_NO_DEVICE, "no OpenCL device %d: %d device%s found (opencl:0..opencl:%d; "
+                                           "'bitnet-info --devices' lists them)",
+                       index, n, n == 1 ? "" : "s", n - 1);
+    }
+    *p = plat[at];
+    *d = dev[at];
+    *picked = at;
+    free(plat);
+    free(dev);
+    return BITNET_OK;
+}
+
+bitnet_status bn_ocl_probe(int index, bn_ocl_caps *caps, int *count)
+{
+    cl_platform_id p;
+    cl_device_id d;
+    int at;
+    if (count) *count = 0;
+    bitnet_status st = pick(index, &p, &d, &at, count);
+    if (st == BITNET_OK) bn_ocl_fill_caps(p, d, caps);
+    return st;
+}
+
+bitnet_status bn_ocl_create(bn_ocl **out, int index, bitnet_backend *be)
+{
+    *out = NULL;
+    bn_ocl *o = calloc(1, sizeof *o);
+    if (!o) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
+    o->be = be;
+    bitnet_status st = pick(index, &o->platform, &o->device, &o->index, NULL);
+    if (st != BITNET_OK) {
+        free(o);
+        return st;
+    }
+    bn_ocl_fill_caps(o->platform, o->device, &o->caps);
+    if (bn_test_fail("create")) {
+        free(o);
+        return bn_cl_fail_test(CL_DEVICE_NOT_AVAILABLE, "clCreateContext(props, 1, &device, NULL, NULL, &err)",
+                               __FILE__, __LINE__);
+    }
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)o->platform, 0};
+    cl_int err;
+    o->ctx = clCreateContext(props, 1, &o->device, NULL, NULL, &err);
+    if (!o->ctx) {
+        free(o);
+        return bn_cl_fail(err, "clCreateContext(props, 1, &device, NULL, NULL, &err)", __FILE__, __LINE__);
+    }
+    o->queue = clCreateCommandQueue(o->ctx, o->device, CL_QUEUE_PROFILING_ENABLE, &err);
+    if (!o->queue) {
+        st = bn_cl_fail(err, "clCreateCommandQueue(ctx, device, CL_QUEUE_PROFILING_ENABLE, &err)", __FILE__,
+                        __LINE__);
+        bn_ocl_free(o);
+        return st;
+    }
+    *out = o;
+    return BITNET_OK;
+}
+
+void bn_ocl_free(bn_ocl *o)
+{
+    if (!o) return;
+    if (o->queue) {
+        clFinish(o->queue);
+        bn_ocl_collect(o);
+    }
+    free(o->pending);
+    bn_ocl_programs_free(o);
+    bn_ocl_pool_free(o);
+    if (o->queue) clReleaseCommandQueue(o->queue);
+    if (o->ctx) clReleaseContext(o->ctx);
+    free(o);
+}
+
+const bn_ocl_caps *bn_ocl_get_caps(const bn_ocl *o) { return &o->caps; }
+cl_context bn_ocl_context(const bn_ocl *o) { return o->ctx; }
+cl_command_queue bn_ocl_queue(const bn_ocl *o) { return o->queue; }
+cl_device_id bn_ocl_device(const bn_ocl *o) { return o->device; }
+int bn_ocl_index(const bn_ocl *o) { return o->index; }
+double bn_ocl_last_kernel_ms(const bn_ocl *o) { return o->last_kernel_ms; }
+
+/* ---- launches --------------------------------------------------------------- */
+
+bitnet_status bn_ocl_args(bn_ocl *o, cl_kernel k, int n, ...)
+{
+    (void)o;
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        size_t size = va_arg(ap, size_t);
+        const void *p = va_arg(ap, const void *);
+        cl_int err = clSetKernelArg(k, (cl_uint)i, size, p);
+        if (err != CL_SUCCESS) {
+            va_end(ap);
+            char call[64];
+            snprintf(call, sizeof call, "clSetKernelArg(kernel, %d, %zu, arg)", i, size);
+            return bn_cl_fail(err, call, __FILE__, __LINE__);
+        }
+    }
+    va_end(ap);
+    return BITNET_OK;
+}
+
+size_t bn_ocl_kernel_wg(bn_ocl *o, cl_kernel k)
+{
+    size_t wg = 0;
+    if (clGetKernelWorkGroupInfo(k, o->device, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL) != CL_SUCCESS ||
+        wg == 0)
+        wg = 1;
+    return wg;
+}
+
+static void kernel_name(cl_kernel k, char *buf, size_t size)
+{
+    if (clGetKernelInfo(k, CL_KERNEL_FUNCTION_NAME, size - 1, buf, NULL) != CL_SUCCESS) snprintf(buf, size, "?");
+    buf[size - 1] = 0;
+}
+
+bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local,
+                         const char *op)
+{
+    char kname[64];
+    if (dims < 1 || dims > 3 || !global) return bn_fail(BITNET_E_INVALID, "bn_ocl_run: bad dimensions");
+    if (local) {
+        size_t total = 1, wg = bn_ocl_kernel_wg(o, k);
+        for (cl_uint i = 0; i < dims; i++) {
+            if (local[i] == 0 || global[i] % local[i] != 0) {
+                kernel_name(k, kname, sizeof kname);
+                return bn_fail(BITNET_E_INVALID, "kernel %s: global size %zu is not a multiple of local size %zu",
+                               kname, global[i], local[i]);
+            }
+            total *= local[i];
+        }
+        if (total > wg) {
+            kernel_name(k, kname, sizeof kname);
+            return bn_fail(BITNET_E_DEVICE, "kernel %s: work-group of %zu items exceeds CL_KERNEL_WORK_GROUP_SIZE "
+                                            "%zu on %s",
+                           kname, total, wg, o->caps.name);
+        }
+    }
+    for (cl_uint i = 0; i < dims; i++)
+        if (global[i] == 0) return BITNET_OK; /* nothing to do */
+    if (bn_test_fail("run"))
+        return bn_cl_fail_test(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel(queue, kernel, ...)", __FILE__, __LINE__);
+    if (o->npending == o->cappending) {
+        if (o->npending >= 256) {
+            bitnet_status st = bn_ocl_finish(o);
+            if (st != BITNET_OK) return st;
+        } else {
+            size_t cap = o->cappending ? o->cappending * 2 : 16;
+            bn_ocl_pending *p = realloc(o->pending, cap * sizeof *p);
+            if (!p) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
+            o->pending = p;
+            o->cappending = cap;
+        }
+    }
+    cl_event ev = NULL;
+    cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, &ev);
+    if (err != CL_SUCCESS) {
+        kernel_name(k, kname, sizeof kname);
+        char call[128];
+        snprintf(call, sizeof call, "clEnqueueNDRangeKernel(queue, %s, ...)", kname);
+        return bn_cl_fail(err, call, __FILE__, __LINE__);
+    }
+    bn_ocl_pending *p = &o->pending[o->npending++];
+    p->ev = ev;
+    snprintf(p->op, sizeof p->op, "%s", op ? op : "?");
+    return BITNET_OK;
+}
+
+void bn_ocl_collect(bn_ocl *o)
+{
+    for (size_t i = 0; i < o->npending; i++) {
+        cl_ulong t0 = 0, t1 = 0;
+        cl_event ev = o->pending[i].ev;
+        if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+            clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 >= t0) {
+            o->last_kernel_ms = (double)(t1 - t0) / 1e6;
+            bn_stats_add_kernel(o->be, o->pending[i].op, o->last_kernel_ms);
+        }
+        clReleaseEvent(ev);
+    }
+    o->npending = 0;
+}
+
+bitnet_status bn_ocl_finish(bn_ocl *o)
+{
+    cl_int err = clFinish(o->queue);
+    if (err != CL_SUCCESS) {
+        for (size_t i = 0; i < o->npending; i++) clReleaseEvent(o->pending[i].ev);
+        o->npending = 0;
+        return bn_cl_fail(err, "clFinish(queue)", __FILE__, __LINE__);
+    }
+    bn_ocl_collect(o);
+    return BITNET_OK;
+}

@@ -267,6 +267,9 @@ bitnet_status bitnet_reader_next(bitnet_reader *r, bitnet_tensor *t);
 /* The tensor called name (seeks through an indexed .bnt; otherwise scans
  * forward).  BITNET_E_NOT_FOUND if absent. */
 bitnet_status bitnet_reader_find(bitnet_reader *r, const char *name, bitnet_tensor *t);
+/* On-disk bytes of the tensor last returned by next/find: the compressed size
+ * for .bnt, the raw data size for .npy and safetensors. */
+uint64_t bitnet_reader_stored_bytes(const bitnet_reader *r);
 void bitnet_reader_free(bitnet_reader *r);
 
 typedef struct bitnet_writer bitnet_writer;

@@ -1,0 +1,15 @@
+#!/bin/sh
+# stage.sh - copies what a GPU-machine run needs into .device/ (ignored by
+# git): the tools, the unit-test programs, the CLI tests and test data.  The
+# GPU machine has no compiler packages for our dependencies, so binaries are
+# built here and carried (see tests/device/run.sh).
+set -eu
+BUILD=${1:-build}
+[ -d .device ] || { echo "stage.sh: run the device 'prepare' script first (.device/ missing)" >&2; exit 2; }
+rm -rf .device/bin .device/tests .device/t
+mkdir -p .device/bin .device/tests .device/t
+cp "$BUILD"/bin/bitnet-* .device/bin/
+cp "$BUILD"/tests/test_* .device/tests/ 2>/dev/null || true
+cp -r tests/cli tests/run.sh tests/device .device/t/
+cp -r testdata .device/t/testdata
+echo "staged: $(du -sh .device | cut -f1) in .device/"

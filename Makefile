@@ -74,7 +74,7 @@ UNIT_HELPER_OBJ := $(UNIT_HELPER:%.c=$(BUILD)/%.o)
 
 MANPAGES := $(wildcard man/*.[157])
 
-.PHONY: all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device
+.PHONY: all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device deps
 all: lib tools tests
 
 lib: $(LIB_A)
@@ -118,7 +118,13 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPER_OBJ) $(LIB_A)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LIBS)
 
 # ---- tests ---------------------------------------------------------------
-check: all
+# `make check` and `make demo` first install missing Debian packages, then
+# build in a sub-make (which sees the packages' pkg-config data).
+deps:
+	$(Q)sh tools/install-deps.sh
+
+check: deps
+	$(Q)$(MAKE) --no-print-directory all
 	$(Q)BUILD=$(BUILD) sh tests/run.sh
 
 check-unit: all
@@ -131,7 +137,8 @@ lint-man:
 	$(Q)for m in $(MANPAGES); do mandoc -Tlint -Wwarning $$m || exit 1; done
 
 # ---- demo ------------------------------------------------------------------
-demo: tools
+demo: deps
+	$(Q)$(MAKE) --no-print-directory tools
 	$(Q)BUILD=$(BUILD) sh tests/demo.sh
 
 # ---- fuzzing (clang + libFuzzer) ---------------------------------------------

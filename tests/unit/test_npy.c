@@ -229,7 +229,7 @@ static void test_header_strictness(void **state)
     expect_bad("{'descr' '<f4', 'fortran_order': False, 'shape': (2,), }", BITNET_E_FORMAT, "expected ':'");
     expect_bad("{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1), }", BITNET_E_LIMIT, "more than 8");
     expect_bad("{'descr': '<f4', 'fortran_order': False, 'shape': (18446744073709551616,), }", BITNET_E_LIMIT, "too large");
-    expect_bad("{'descr': '<f4', 'fortran_order': False, 'shape': (65536, 65536, 65536), }", BITNET_E_LIMIT, "2^48");
+    expect_bad("{'descr': '<f4', 'fortran_order': False, 'shape': (65536, 65536, 65537), }", BITNET_E_LIMIT, "2^48");
     expect_bad("{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }", BITNET_E_TRUNCATED, "data needs 4000 bytes");
 }
 

@@ -241,6 +241,15 @@ bitnet_status bn_backend_ensure_ocl(bitnet_backend *be)
     return st;
 }
 
+void bn_backend_set_device_key(bitnet_backend *be, const char *name, const char *driver, const char *platform)
+{
+    uint64_t h = BN_FNV_INIT;
+    h = bn_fnv1a64(h, name, strlen(name) + 1);
+    h = bn_fnv1a64(h, driver, strlen(driver) + 1);
+    h = bn_fnv1a64(h, platform, strlen(platform) + 1);
+    snprintf(be->device_key, sizeof be->device_key, "%016llx", (unsigned long long)h);
+}
+
 /* auto: the first time an op could go to OpenCL, look the device up (no
  * context yet) and load its calibrated thresholds. */
 static void auto_probe(bitnet_backend *be)
@@ -256,11 +265,7 @@ static void auto_probe(bitnet_backend *be)
         describe_update(be);
         return;
     }
-    uint64_t h = BN_FNV_INIT;
-    h = bn_fnv1a64(h, caps.name, strlen(caps.name) + 1);
-    h = bn_fnv1a64(h, caps.driver, strlen(caps.driver) + 1);
-    h = bn_fnv1a64(h, caps.platform_version, strlen(caps.platform_version) + 1);
-    snprintf(be->device_key, sizeof be->device_key, "%016llx", (unsigned long long)h);
+    bn_backend_set_device_key(be, caps.name, caps.driver, caps.platform_version);
     bn_thresholds_load(be);
 }
 

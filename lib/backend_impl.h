@@ -56,6 +56,8 @@ struct bitnet_backend {
 
 /* Creates the OpenCL device of be if not done yet (auto: lazily). */
 bitnet_status bn_backend_ensure_ocl(bitnet_backend *be);
+/* Names the device (device_key) from its name, driver and platform versions. */
+void bn_backend_set_device_key(bitnet_backend *be, const char *name, const char *driver, const char *platform);
 /* Reads thresholds-<device_key>.json from the cache directory if present. */
 void bn_thresholds_load(bitnet_backend *be);
 

@@ -1,7 +1,7 @@
 /*
  * softmax.c - softmax and log-softmax along one axis on the CPU, seen as
  * [outer, len, inner]: the scalar reference (double) and a multi-threaded
- * fast path (f32 exponentials, double sums).
+ * fast path (double exponentials and sums, f32 loads and stores).
  *
  * Both subtract the slice maximum first, so large values (1e30) do not
  * overflow.  A slice whose maximum is NaN, +Inf or -Inf (all -Inf) gives NaN
@@ -62,18 +62,20 @@ static void sm_rows(void *arg, uint64_t begin, uint64_t end)
             continue;
         }
         double s = 0;
+        /* exp of the double difference: x - m rounded to f32 would cost
+         * |x - m| * 2^-24 of relative error */
         if (j->log) {
-            for (uint64_t l = 0; l < len; l++) s += expf(x[l] - m);
+            for (uint64_t l = 0; l < len; l++) s += exp((double)x[l] - m);
             const double ls = log(s);
             for (uint64_t l = 0; l < len; l++) y[l] = (float)((double)x[l] - m - ls);
         } else {
             for (uint64_t l = 0; l < len; l++) {
-                float e = expf(x[l] - m);
-                y[l] = e;
+                double e = exp((double)x[l] - m);
+                y[l] = (float)e;
                 s += e;
             }
-            const float inv = (float)(1.0 / s);
-            for (uint64_t l = 0; l < len; l++) y[l] *= inv;
+            const double inv = 1.0 / s;
+            for (uint64_t l = 0; l < len; l++) y[l] = (float)((double)y[l] * inv);
         }
     }
 }
@@ -94,7 +96,7 @@ static void sm_cols(void *arg, uint64_t begin, uint64_t end)
         for (uint64_t l = 0; l < len; l++)
             for (uint64_t c = 0; c < w; c++) m[c] = fmax_nan(m[c], x[l * inner + c]);
         for (uint64_t l = 0; l < len; l++)
-            for (uint64_t c = 0; c < w; c++) s[c] += expf(x[l * inner + c] - m[c]);
+            for (uint64_t c = 0; c < w; c++) s[c] += exp((double)x[l * inner + c] - m[c]);
         if (j->log)
             for (uint64_t c = 0; c < w; c++) s[c] = log(s[c]);
         for (uint64_t l = 0; l < len; l++)
@@ -102,7 +104,7 @@ static void sm_cols(void *arg, uint64_t begin, uint64_t end)
                 float v = x[l * inner + c];
                 if (!isfinite(m[c])) y[l * inner + c] = NAN;
                 else if (j->log) y[l * inner + c] = (float)((double)v - m[c] - s[c]);
-                else y[l * inner + c] = (float)(expf(v - m[c]) / s[c]);
+                else y[l * inner + c] = (float)(exp((double)v - m[c]) / s[c]);
             }
     }
 }

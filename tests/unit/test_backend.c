@@ -1,0 +1,422 @@
+/*
+ * test_backend.c - the backend core without OpenCL: thread pool, SIMD cap,
+ * device specs, the scale op against its reference, statistics, test hooks,
+ * and behaviour when there is no OpenCL platform at all (this process hides
+ * every ICD from ocl-icd before any OpenCL call).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "cpu/cpu.h"
+
+/* ---- thread pool --------------------------------------------------------------- */
+
+typedef struct {
+    unsigned *visits;
+    uint64_t grain;
+    int bad_range;
+} visit_ctx;
+
+static void visit(void *vp, uint64_t b, uint64_t e)
+{
+    visit_ctx *c = vp;
+    if (b >= e) __atomic_store_n(&c->bad_range, 1, __ATOMIC_RELAXED);
+    for (uint64_t i = b; i < e; i++) __atomic_add_fetch(&c->visits[i], 1, __ATOMIC_RELAXED);
+}
+
+static void test_pool_visits_each_index_once(void **state)
+{
+    (void)state;
+    static const int threads[] = {1, 2, 3, 4, 7};
+    static const uint64_t ns[] = {1, 2, 3, 17, 255, 256, 1000, 4097, 100003};
+    static const uint64_t grains[] = {0, 1, 3, 64, 1000, 1u << 20};
+    unsigned *visits = calloc(100003, sizeof *visits);
+    assert_non_null(visits);
+    for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+        bn_pool *p;
+        assert_int_equal(bn_pool_create(&p, threads[t]), BITNET_OK);
+        assert_int_equal(bn_pool_threads(p), threads[t]);
+        for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++)
+            for (size_t g = 0; g < sizeof grains / sizeof grains[0]; g++)
+                for (int rep = 0; rep < 3; rep++) {
+                    memset(visits, 0, ns[i] * sizeof *visits);
+                    visit_ctx c = {visits, grains[g], 0};
+                    bn_parallel_for(p, ns[i], grains[g], visit, &c);
+                    assert_false(c.bad_range);
+                    for (uint64_t k = 0; k < ns[i]; k++)
+                        if (visits[k] != 1)
+                            fail_msg("threads %d n %llu grain %llu: index %llu visited %u times", threads[t],
+                                     (unsigned long long)ns[i], (unsigned long long)grains[g], (unsigned long long)k,
+                                     visits[k]);
+                }
+        bn_pool_free(p);
+    }
+    free(visits);
+}
+
+typedef struct {
+    uint64_t min_len, calls;
+} grain_ctx;
+
+static void record_len(void *vp, uint64_t b, uint64_t e)
+{
+    grain_ctx *c = vp;
+    uint64_t len = e - b, cur = __atomic_load_n(&c->min_len, __ATOMIC_RELAXED);
+    while (len < cur && !__atomic_compare_exchange_n(&c->min_len, &cur, len, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    __atomic_add_fetch(&c->calls, 1, __ATOMIC_RELAXED);
+}
+
+static void test_pool_respects_grain(void **state)
+{
+    (void)state;
+    bn_pool *p;
+    assert_int_equal(bn_pool_create(&p, 4), BITNET_OK);
+    grain_ctx c = {UINT64_MAX, 0};
+    bn_parallel_for(p, 1000, 300, record_len, &c);
+    assert_true(c.min_len >= 300);
+    assert_int_equal(c.calls, 3); /* 1000 / 300 ranges */
+    c = (grain_ctx){UINT64_MAX, 0};
+    bn_parallel_for(p, 100, 1000, record_len, &c);
+    assert_int_equal(c.calls, 1); /* smaller than one grain: inline */
+    assert_int_equal(c.min_len, 100);
+    bn_pool_free(p);
+}
+
+typedef struct {
+    bn_pool *p;
+    unsigned *visits;
+} nest_ctx;
+
+static void nested(void *vp, uint64_t b, uint64_t e)
+{
+    nest_ctx *c = vp;
+    for (uint64_t i = b; i < e; i++) {
+        visit_ctx inner = {c->visits + i * 50, 1, 0};
+        bn_parallel_for(c->p, 50, 1, visit, &inner); /* runs inline: no deadlock */
+    }
+}
+
+static void test_pool_nested_calls(void **state)
+{
+    (void)state;
+    bn_pool *p;
+    assert_int_equal(bn_pool_create(&p, 3), BITNET_OK);
+    unsigned *visits = calloc(64 * 50, sizeof *visits);
+    assert_non_null(visits);
+    nest_ctx c = {p, visits};
+    bn_parallel_for(p, 64, 1, nested, &c);
+    for (int i = 0; i < 64 * 50; i++) assert_int_equal(visits[i], 1);
+    free(visits);
+    bn_pool_free(p);
+}
+
+static void test_pool_threads_zero_and_negative(void **state)
+{
+    (void)state;
+    bn_pool *p;
+    assert_int_equal(bn_pool_create(&p, 0), BITNET_OK);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_int_equal(bn_pool_threads(p), cores > 0 ? cores : 1);
+    bn_pool_free(p);
+    assert_int_equal(bn_pool_create(&p, -1), BITNET_E_INVALID);
+    assert_null(p);
+    bn_pool_free(NULL);
+}
+
+/* ---- SIMD -------------------------------------------------------------------------- */
+
+static void test_simd_cap(void **state)
+{
+    (void)state;
+    unsetenv("BITNET_SIMD");
+    bn_simd hw = bn_cpu_simd();
+    static const char *const names[] = {"scalar", "avx2", "avx512", "avx512-vnni"};
+    assert_string_equal(bitnet_cpu_simd_name(), names[hw]);
+#if defined(__x86_64__)
+    /* what the CPU says, asked independently */
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512bw")) assert_int_equal(hw, BN_SIMD_AVX512_VNNI);
+    else if (__builtin_cpu_supports("avx2")) assert_true(hw >= BN_SIMD_AVX2);
+#endif
+    for (int cap = 0; cap < 4; cap++) {
+        setenv("BITNET_SIMD", names[cap], 1);
+        bn_simd want = (bn_simd)cap < hw ? (bn_simd)cap : hw;
+        assert_int_equal(bn_cpu_simd(), want);
+        assert_string_equal(bitnet_cpu_simd_name(), names[want]);
+        bitnet_backend *be;
+        assert_int_equal(bitnet_backend_create(&be, "cpu", 1), BITNET_OK);
+        assert_non_null(strstr(bitnet_backend_describe(be), names[want]));
+        bitnet_backend_free(be);
+    }
+    setenv("BITNET_SIMD", "no-such-level", 1);
+    assert_int_equal(bn_cpu_simd(), hw);
+    unsetenv("BITNET_SIMD");
+}
+
+/* ---- device specs ---------------------------------------------------------------- */
+
+static void test_specs(void **state)
+{
+    (void)state;
+    bitnet_backend *be = (bitnet_backend *)1;
+    static const char *const bad[] = {"gpu", "opencl:", "opencl:x", "opencl:-1", "opencl:1x", "CPU", "auto:0", "opencl0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        be = (bitnet_backend *)1;
+        assert_int_equal(bitnet_backend_create(&be, bad[i], 1), BITNET_E_INVALID);
+        assert_null(be);
+        const char *d = bitnet_error_detail();
+        assert_non_null(strstr(d, bad[i]));
+        assert_non_null(strstr(d, "cpu, opencl, opencl:N"));
+        assert_non_null(strstr(d, "auto"));
+    }
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 2), BITNET_OK);
+    assert_int_equal(bitnet_backend_threads(be), 2);
+    assert_true(strncmp(bitnet_backend_describe(be), "cpu (", 5) == 0);
+    assert_non_null(strstr(bitnet_backend_describe(be), "2 threads"));
+    bitnet_backend_free(be);
+    assert_int_equal(bitnet_backend_create(&be, "cpu", -3), BITNET_E_INVALID);
+    bitnet_backend_free(NULL);
+}
+
+static void test_env_device(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    setenv("BITNET_DEVICE", "nonsense", 1);
+    assert_int_equal(bitnet_backend_create(&be, NULL, 1), BITNET_E_INVALID);
+    assert_int_equal(bitnet_backend_create(&be, "", 1), BITNET_E_INVALID);
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 1), BITNET_OK); /* an explicit spec wins */
+    bitnet_backend_free(be);
+    setenv("BITNET_DEVICE", "cpu", 1);
+    assert_int_equal(bitnet_backend_create(&be, NULL, 1), BITNET_OK);
+    assert_true(strncmp(bitnet_backend_describe(be), "cpu", 3) == 0);
+    bitnet_backend_free(be);
+    unsetenv("BITNET_DEVICE");
+    assert_int_equal(bitnet_backend_create(&be, NULL, 1), BITNET_OK); /* default: cpu */
+    assert_true(strncmp(bitnet_backend_describe(be), "cpu", 3) == 0);
+    bitnet_backend_free(be);
+}
+
+/* ---- scale ------------------------------------------------------------------------ */
+
+static float *random_floats(uint64_t n, uint32_t seed)
+{
+    float *x = malloc(n * sizeof *x);
+    for (uint64_t i = 0; i < n; i++) {
+        seed = seed * 1664525u + 1013904223u;
+        int v = (int)(seed >> 9) % 20001 - 10000;
+        x[i] = (float)(v ? v : 7) / 1000.0f;
+    }
+    return x;
+}
+
+static const uint64_t sizes[] = {1, 3, 17, 255, 4097, 1u << 20};
+
+static void test_scale_matches_ref(void **state)
+{
+    (void)state;
+    unsetenv("BITNET_TEST_PERTURB");
+    for (int threads = 1; threads <= 3; threads++) {
+        bitnet_backend *be;
+        assert_int_equal(bitnet_backend_create(&be, "cpu", threads), BITNET_OK);
+        for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+            uint64_t n = sizes[s];
+            float *x = random_floats(n, (uint32_t)(n + threads)), *y = malloc(n * 4), *r = malloc(n * 4);
+            const float alpha = -1.375f;
+            assert_int_equal(bitnet_scale(be, x, n, alpha, y), BITNET_OK);
+            assert_int_equal(bitnet_scale_ref(x, n, alpha, r), BITNET_OK);
+            for (uint64_t i = 0; i < n; i++) {
+                assert_true(r[i] == alpha * x[i]); /* the definition */
+                if (y[i] != r[i]) fail_msg("n %llu: y[%llu] = %g, want %g", (unsigned long long)n, (unsigned long long)i, y[i], r[i]);
+            }
+            free(x);
+            free(y);
+            free(r);
+        }
+        bitnet_backend_free(be);
+    }
+}
+
+static void test_scale_args(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    float v = 1.0f;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 1), BITNET_OK);
+    assert_int_equal(bitnet_scale(be, NULL, 3, 1.0f, &v), BITNET_E_INVALID);
+    assert_int_equal(bitnet_scale(be, &v, 3, 1.0f, NULL), BITNET_E_INVALID);
+    assert_int_equal(bitnet_scale(be, NULL, 0, 1.0f, NULL), BITNET_OK);
+    assert_int_equal(bitnet_scale(be, &v, UINT64_MAX / 4, 1.0f, &v), BITNET_E_OVERFLOW);
+    float y = 0;
+    assert_int_equal(bitnet_scale(NULL, &v, 1, 3.0f, &y), BITNET_OK); /* NULL: a default CPU backend */
+    assert_true(y == 3.0f);
+    bitnet_backend_free(be);
+}
+
+static void test_perturb_hook(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 2), BITNET_OK);
+    uint64_t n = 4097;
+    float *x = random_floats(n, 5), *y = malloc(n * 4), *r = malloc(n * 4);
+    setenv("BITNET_TEST_PERTURB", "softmax,scale", 1);
+    assert_true(bn_test_perturb("scale"));
+    assert_true(bn_test_perturb("softmax"));
+    assert_false(bn_test_perturb("scal"));
+    assert_false(bn_test_perturb("unary"));
+    assert_int_equal(bitnet_scale(be, x, n, 2.0f, y), BITNET_OK);
+    assert_int_equal(bitnet_scale_ref(x, n, 2.0f, r), BITNET_OK);
+    int diffs = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        assert_true(r[i] == 2.0f * x[i]); /* the reference is never perturbed */
+        diffs += y[i] != r[i];
+    }
+    assert_int_equal(diffs, 1);
+    unsetenv("BITNET_TEST_PERTURB");
+    assert_false(bn_test_perturb("scale"));
+    setenv("BITNET_TEST_FAIL", "alloc", 1);
+    assert_true(bn_test_fail("alloc"));
+    assert_false(bn_test_fail("run"));
+    unsetenv("BITNET_TEST_FAIL");
+    free(x);
+    free(y);
+    free(r);
+    bitnet_backend_free(be);
+}
+
+/* ---- statistics ------------------------------------------------------------------- */
+
+static void test_stats(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 1), BITNET_OK);
+    float x[100], y[100];
+    for (int i = 0; i < 100; i++) x[i] = (float)i;
+    for (int i = 0; i < 3; i++) assert_int_equal(bitnet_scale(be, x, 100, 1.0f, y), BITNET_OK);
+    bitnet_op_stats st[8];
+    size_t n = bitnet_backend_op_stats(be, st, 8);
+    assert_int_equal(n, 1);
+    assert_string_equal(st[0].op, "scale");
+    assert_string_equal(st[0].device, "cpu");
+    assert_int_equal(st[0].calls, 3);
+    assert_int_equal(st[0].bytes_moved, 3 * 100 * 8);
+    assert_int_equal(st[0].h2d_bytes, 0);
+    assert_true(st[0].kernel_ms >= 0);
+    char buf[2048];
+    bitnet_backend_stats_format(be, buf, sizeof buf);
+    assert_non_null(strstr(buf, "scale"));
+    assert_non_null(strstr(buf, "cpu"));
+    char tiny[16];
+    bitnet_backend_stats_format(be, tiny, sizeof tiny); /* truncates, stays terminated */
+    assert_true(strlen(tiny) < sizeof tiny);
+    bitnet_pool_stats ps;
+    bitnet_backend_pool_stats(be, &ps);
+    assert_int_equal(ps.allocs, 0);
+    bitnet_backend_stats_reset(be);
+    assert_int_equal(bitnet_backend_op_stats(be, st, 8), 0);
+    bitnet_backend_free(be);
+}
+
+/* ---- no OpenCL platform (this process hides every ICD) ---------------------------- */
+
+static int warnings;
+static void count_log(void *user, bitnet_log_level level, const char *msg)
+{
+    (void)user;
+    (void)msg;
+    if (level == BITNET_LOG_WARN) warnings++;
+}
+
+static void test_no_platform(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "opencl", 1), BITNET_E_NO_DEVICE);
+    assert_non_null(strstr(bitnet_error_detail(), "no OpenCL platform"));
+    assert_int_equal(bitnet_backend_create(&be, "opencl:0", 1), BITNET_E_NO_DEVICE);
+    /* auto: the CPU, silently */
+    assert_int_equal(bitnet_backend_create(&be, "auto", 1), BITNET_OK);
+    bitnet_backend_set_log(be, count_log, NULL);
+    setenv("BITNET_AUTO_MIN_BYTES", "0", 1);
+    uint64_t n = 4097;
+    float *x = random_floats(n, 9), *y = malloc(n * 4);
+    assert_int_equal(bitnet_scale(be, x, n, 0.5f, y), BITNET_OK);
+    for (uint64_t i = 0; i < n; i++) assert_true(y[i] == 0.5f * x[i]);
+    assert_int_equal(warnings, 0);
+    bitnet_op_stats st[4];
+    assert_int_equal(bitnet_backend_op_stats(be, st, 4), 1);
+    assert_string_equal(st[0].device, "cpu");
+    double a, b;
+    assert_int_equal(bitnet_backend_transfer_rate(be, 1 << 20, 0, &a, &b), BITNET_E_UNSUPPORTED);
+    assert_int_equal(bitnet_backend_bandwidth(be, 1 << 20, &a, &b), BITNET_OK); /* the CPU's */
+    assert_true(a > 0 && b > 0);
+    char rep[256];
+    assert_int_equal(bitnet_backend_calibrate(be, rep, sizeof rep), BITNET_E_NO_DEVICE);
+    unsetenv("BITNET_AUTO_MIN_BYTES");
+    free(x);
+    free(y);
+    bitnet_backend_free(be);
+
+    char *text = NULL, *json = NULL;
+    assert_int_equal(bitnet_devices_text(&text), BITNET_OK);
+    assert_non_null(strstr(text, "no platform"));
+    assert_non_null(strstr(text, "cpu:"));
+    assert_non_null(strstr(text, bitnet_cpu_simd_name()));
+    assert_int_equal(bitnet_devices_json(&json), BITNET_OK);
+    assert_non_null(strstr(json, "\"platforms\": []"));
+    assert_non_null(strstr(json, "\"simd\""));
+    free(text);
+    free(json);
+}
+
+static void test_cache_dir(void **state)
+{
+    (void)state;
+    char buf[512];
+    const char *old = getenv("XDG_CACHE_HOME");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("XDG_CACHE_HOME", "/some/where", 1);
+    assert_string_equal(bitnet_cache_dir(buf, sizeof buf), "/some/where/bitnet");
+    setenv("XDG_CACHE_HOME", "relative/ignored", 1); /* the spec wants absolute paths */
+    setenv("HOME", "/home/u", 1);
+    assert_string_equal(bitnet_cache_dir(buf, sizeof buf), "/home/u/.cache/bitnet");
+    unsetenv("XDG_CACHE_HOME");
+    assert_string_equal(bitnet_cache_dir(buf, sizeof buf), "/home/u/.cache/bitnet");
+    char small[8];
+    assert_null(bitnet_cache_dir(small, sizeof small));
+    if (saved) setenv("XDG_CACHE_HOME", saved, 1);
+    free(saved);
+}
+
+int main(void)
+{
+    setenv("OCL_ICD_VENDORS", "/nonexistent-bitnet-test", 1); /* before any OpenCL call */
+    setenv("OCL_ICD_FILENAMES", "", 1);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pool_visits_each_index_once),
+        cmocka_unit_test(test_pool_respects_grain),
+        cmocka_unit_test(test_pool_nested_calls),
+        cmocka_unit_test(test_pool_threads_zero_and_negative),
+        cmocka_unit_test(test_simd_cap),
+        cmocka_unit_test(test_specs),
+        cmocka_unit_test(test_env_device),
+        cmocka_unit_test(test_scale_matches_ref),
+        cmocka_unit_test(test_scale_args),
+        cmocka_unit_test(test_perturb_hook),
+        cmocka_unit_test(test_stats),
+        cmocka_unit_test(test_no_platform),
+        cmocka_unit_test(test_cache_dir),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

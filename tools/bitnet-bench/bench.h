@@ -1,0 +1,153 @@
+/*
+ * bench.h - bitnet-bench internals: options, the op table, one measured
+ * configuration (a "case"), result rows, and the shared method helpers.
+ *
+ * Each op lives in its own file (op_*.c) and exports one bench_op object;
+ * ops.c refers to them weakly, so an op file that is absent (because the
+ * library call it times has not landed) simply drops out of the tool.
+ */
+#ifndef BITNET_BENCH_H
+#define BITNET_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../common.h"
+
+#define BENCH_MAX_VARIANTS 16
+#define BENCH_NAME 40
+
+/* What the shape of an op means. */
+typedef enum {
+    BENCH_SHAPE_MATRIX, /* m x k: rows (out) x cols (in) */
+    BENCH_SHAPE_VECTOR  /* n = m * k elements */
+} bench_shape_kind;
+
+typedef struct {
+    double min_time_s;     /* --min-time */
+    int min_reps, warmup, max_reps;
+    uint64_t seed;
+    uint64_t llc_bytes;    /* assumed last-level cache */
+    uint64_t max_mem;      /* bound on the rotated working set */
+    uint64_t roof_bytes;   /* bytes for the per-device roofline */
+    int no_check;
+    int force_e2e;         /* --timer e2e: ignore kernel times */
+    const char *scales;    /* --scale list */
+    const char *tmpdir;    /* for the file op */
+} bench_opts;
+
+typedef struct bench_case bench_case;
+
+typedef struct {
+    const char *name;
+    const char *alias;      /* accepted by --op too (the library's op name), or NULL */
+    bench_shape_kind shape;
+    int uses_tokens;        /* product ops and activation quantization */
+    int host_only;          /* needs no backend: measured once, device "host" */
+    int device_only;        /* host<->device op: not run on the CPU backend */
+    int product;            /* GOP/s = 2 m k tokens */
+    int has_baseline_blas;  /* --baseline openblas applies */
+    /* Fills variant names (scale kinds, zlib levels...); returns the count;
+     * NULL means one unnamed variant.  On bad --scale etc. returns 0 and says why. */
+    size_t (*variants)(const bench_opts *o, char out[][BENCH_NAME], size_t max);
+    /* Bytes one call must move (each input read once, each output written
+     * once) and bytes one rotated set of buffers holds. */
+    void (*sizes)(const bench_case *c, uint64_t *moved, uint64_t *set_bytes);
+    /* Allocates c->nsets rotated sets holding random data. */
+    bitnet_status (*setup)(bench_case *c);
+    /* One call on set `set`.  *ms may be set to a time the op measured
+     * itself (roofline, transfers, file i/o); else the caller's clock counts. */
+    bitnet_status (*run)(bench_case *c, bitnet_backend *be, size_t set, double *ms);
+    /* Compares the output of set 0 (after one run) with the reference; 0 ok,
+     * else writes a reason. */
+    int (*check)(bench_case *c, char *why, size_t n);
+    void (*teardown)(bench_case *c);
+} bench_op;
+
+struct bench_case {
+    const bench_op *op;
+    const bench_opts *opts;
+    uint64_t m, k, tokens;
+    char variant[BENCH_NAME];
+    size_t nsets;
+    void *st;              /* the op's state */
+};
+
+/* One result row. */
+typedef struct {
+    char op[BENCH_NAME], variant[BENCH_NAME], device[BENCH_NAME], shape[64];
+    uint64_t m, k, tokens;
+    int has_tokens;
+    int dev;               /* index into the device list, -1 for host */
+    double med_ms, min_ms, max_ms, spread, e2e_ms;
+    int reps;
+    const char *timer;     /* "kernel", "e2e" or "self" */
+    double bytes, ops;     /* per call */
+    double gbs, gops, pct, speedup; /* NAN when not applicable */
+    char check[16];        /* ok, FAIL, skip, error */
+    char note[160];
+    int hidden;            /* measured only as a baseline */
+    int ran_on_cpu;        /* an OpenCL device had no kernel: the CPU ran it */
+} bench_row;
+
+typedef struct {
+    char spec[BENCH_NAME];
+    char describe[256];
+    double copy_gbs, read_gbs, peak_gbs; /* NAN when not measured */
+} bench_device;
+
+/* ops.c */
+size_t bench_op_all(const bench_op **out, size_t max);
+const bench_op *bench_op_find(const char *name);
+
+/* method.c: clock, random data, rotated buffers, measurement, checks. */
+double bench_now_ms(void);
+uint64_t bench_rand(uint64_t *state);
+/* Uniform in [lo, hi), never exactly zero. */
+void bench_fill_f32(float *x, uint64_t n, uint64_t seed, float lo, float hi);
+/* Random valid T2 codes for [rows x cols] (padding code 1), into t2. */
+void bench_fill_t2(uint8_t *t2, uint64_t rows, uint64_t cols, uint64_t seed);
+/* nsets buffers of `bytes`, 64-byte aligned; NULL on failure (all freed). */
+void **bench_bufs_new(size_t nsets, size_t bytes);
+/* Copies buffer 0 into the others (rotated sets hold the same data). */
+void bench_bufs_replicate(void **b, size_t nsets, size_t bytes);
+void bench_bufs_free(void **b, size_t nsets);
+/* Checks: 0 when within bound, else a reason in why. */
+int bench_check_bytes(const void *y, const void *ref, size_t n, const char *what, char *why, size_t wn);
+int bench_check_ulp(const float *y, const float *ref, uint64_t n, uint32_t max_ulp, char *why, size_t wn);
+int bench_check_nmse(const float *y, const float *ref, uint64_t n, double bound, char *why, size_t wn);
+/* Parses a scale kind "tensor", "row", "group:G". */
+int bench_parse_scale(const char *s, bitnet_scale_kind *kind, uint32_t *group);
+/* Splits the comma-separated list s into out (at most max names). */
+size_t bench_split(const char *s, char out[][BENCH_NAME], size_t max);
+/* The --scale list as variants (0 and a message on a bad entry). */
+size_t bench_scale_variants(const bench_opts *o, char out[][BENCH_NAME], size_t max);
+/* Number of scales of a [rows x cols] ternary matrix. */
+uint64_t bench_n_scales(bitnet_scale_kind kind, uint32_t group, uint64_t rows, uint64_t cols);
+
+/* The state of a plain f32 op: n_in inputs of in_n floats (random in
+ * [lo, hi)), one output of out_n floats, each in c->nsets rotated sets. */
+typedef struct {
+    void **in[2], **out;
+    int n_in;
+    uint64_t in_n, out_n;
+} bench_f32io;
+bitnet_status bench_f32io_setup(bench_case *c, int n_in, uint64_t in_n, uint64_t out_n, float lo, float hi);
+void bench_f32io_teardown(bench_case *c);
+#define BENCH_F32IO(c) ((bench_f32io *)(c)->st)
+
+/* Measures one configuration on be (NULL for host ops) into row. */
+int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, const char *device,
+                  uint64_t m, uint64_t k, uint64_t tokens, const char *variant, bench_row *row);
+/* Human-readable time ("12.3 us", "4.56 ms", "1.23 s"). */
+const char *bench_fmt_time(double ms, char *buf, size_t n);
+
+/* output.c */
+typedef enum { BENCH_FMT_TABLE, BENCH_FMT_MD, BENCH_FMT_CSV, BENCH_FMT_JSON, BENCH_FMT_JSONL } bench_format;
+int bench_format_parse(const char *s, bench_format *f);
+int bench_write(FILE *f, bench_format fmt, const bench_row *rows, size_t n, const bench_device *devs, size_t ndev);
+
+/* plot.c: returns an exit status. */
+int bench_plot(const char *path, const bench_row *rows, size_t n, const bench_device *devs, size_t ndev);
+
+#endif

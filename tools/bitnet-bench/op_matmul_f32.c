@@ -1,0 +1,72 @@
+/* op_matmul_f32.c - float product y[tokens x M] = x[tokens x K] * W^T with
+ * W f32 [M x K] (CPU: OpenBLAS sgemm/sgemv; OpenCL: tiled kernel).  This is
+ * also the `openblas` baseline: what a user without ternary weights runs.
+ * Moves: W + x in, y out.  GOP/s counts 2 M K tokens.  Check: NMSE against
+ * bitnet_matmul_f32_ref <= 1e-9, or <= 1e-6 when K > 4096 (f32 sums over
+ * long rows in a different order). */
+#include "bench.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    void **w, **x, **y;
+} mm_state;
+
+static void mm_sizes(const bench_case *c, uint64_t *moved, uint64_t *set_bytes)
+{
+    *moved = *set_bytes = 4 * (c->m * c->k + c->tokens * c->k + c->tokens * c->m);
+}
+
+static void mm_teardown(bench_case *c)
+{
+    mm_state *s = c->st;
+    if (!s) return;
+    bench_bufs_free(s->w, c->nsets);
+    bench_bufs_free(s->x, c->nsets);
+    bench_bufs_free(s->y, c->nsets);
+    free(s);
+    c->st = NULL;
+}
+
+static bitnet_status mm_setup(bench_case *c)
+{
+    mm_state *s = calloc(1, sizeof *s);
+    if (!s) return BITNET_E_NOMEM;
+    c->st = s;
+    s->w = bench_bufs_new(c->nsets, c->m * c->k * 4);
+    s->x = bench_bufs_new(c->nsets, c->tokens * c->k * 4);
+    s->y = bench_bufs_new(c->nsets, c->tokens * c->m * 4);
+    if (!s->w || !s->x || !s->y) return BITNET_E_NOMEM;
+    bench_fill_f32(s->w[0], c->m * c->k, c->opts->seed, -0.1f, 0.1f);
+    bench_fill_f32(s->x[0], c->tokens * c->k, c->opts->seed + 2, -2.0f, 2.0f);
+    bench_bufs_replicate(s->w, c->nsets, c->m * c->k * 4);
+    bench_bufs_replicate(s->x, c->nsets, c->tokens * c->k * 4);
+    return BITNET_OK;
+}
+
+static bitnet_status mm_run(bench_case *c, bitnet_backend *be, size_t set, double *ms)
+{
+    mm_state *s = c->st;
+    (void)ms;
+    return bitnet_matmul_f32(be, s->x[set], c->tokens, c->k, s->w[set], c->m, NULL, BITNET_ACT_NONE, s->y[set]);
+}
+
+static int mm_check(bench_case *c, char *why, size_t wn)
+{
+    mm_state *s = c->st;
+    float *y = malloc(c->tokens * c->m * 4);
+    int bad = 1;
+    bitnet_status st;
+    if (!y) snprintf(why, wn, "out of memory for the reference");
+    else if ((st = bitnet_matmul_f32_ref(s->x[0], c->tokens, c->k, s->w[0], c->m, NULL, BITNET_ACT_NONE, y)))
+        snprintf(why, wn, "reference failed: %s", bitnet_strerror(st));
+    else
+        bad = bench_check_nmse(s->y[0], y, c->tokens * c->m, c->k > 4096 ? 1e-6 : 1e-9, why, wn);
+    free(y);
+    return bad;
+}
+
+const bench_op bench_op_matmul_f32 = {
+    .name = "matmul_f32", .shape = BENCH_SHAPE_MATRIX, .uses_tokens = 1, .product = 1, .has_baseline_blas = 1,
+    .sizes = mm_sizes, .setup = mm_setup, .run = mm_run, .check = mm_check, .teardown = mm_teardown,
+};

@@ -210,7 +210,8 @@ static void test_env_device(void **state)
 
 static float *random_floats(uint64_t n, uint32_t seed)
 {
-    float *x = malloc(n * sizeof *x);
+    float *x = calloc(n ? n : 1, sizeof *x);
+    if (!x) abort();
     for (uint64_t i = 0; i < n; i++) {
         seed = seed * 1664525u + 1013904223u;
         int v = (int)(seed >> 9) % 20001 - 10000;

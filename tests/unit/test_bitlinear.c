@@ -1,0 +1,459 @@
+/*
+ * test_bitlinear.c - BitLinear: the _ref against hand-computed cases and an
+ * independent integer model, then every fast path (each SIMD level, 1 and 2
+ * threads, OpenCL when present) against the _ref on random inputs of awkward
+ * shapes, for every scale kind, with and without bias, each activation,
+ * re-quantized output and pre-quantized input.  Integer results and outputs
+ * without a transcendental activation must match bit for bit; gelu, sigmoid
+ * and silu within 4 ulp across devices.  BITNET_TEST_FULL=1 runs the full
+ * shape grid.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bitnet.h"
+
+/* ---- helpers written from the layout in bnt(5), independent of the library */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+
+static size_t row_bytes(uint64_t in) { return (size_t)((in + 127) / 128 * 32); }
+
+/* codes q[out x in] in {-1,0,1} -> T2 */
+static void pack_t2(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2)
+{
+    const size_t rb = row_bytes(in);
+    for (uint64_t o = 0; o < out; o++) {
+        uint8_t *row = t2 + o * rb;
+        for (size_t i = 0; i < rb; i++) row[i] = 0x55; /* code 1 everywhere: padding */
+        for (uint64_t c = 0; c < in; c++) {
+            const uint64_t b = c / 128, k = (c % 128) / 32, j = c % 32;
+            uint8_t *p = &row[b * 32 + j];
+            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)(q[o * in + c] + 1) << (2 * k)));
+        }
+    }
+}
+
+static uint32_t ulp_diff(float a, float b)
+{
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4);
+    memcpy(&ib, &b, 4);
+    if (ia < 0) ia = (int32_t)(0x80000000u - (uint32_t)ia);
+    if (ib < 0) ib = (int32_t)(0x80000000u - (uint32_t)ib);
+    int64_t d = (int64_t)ia - ib;
+    return (uint32_t)(d < 0 ? -d : d);
+}
+
+static int transcendental(bitnet_act a)
+{
+    return a == BITNET_ACT_GELU || a == BITNET_ACT_GELU_TANH || a == BITNET_ACT_SIGMOID || a == BITNET_ACT_SILU;
+}
+
+/* ---- hand-computed cases for the definition ------------------------------ */
+
+static void test_ref_hand(void **state)
+{
+    (void)state;
+    /* W = [[1,0,-1],[-1,1,1]], d = 0.5; xq = [10,-20,30], s = 2:
+     * acc = [-20, 0]; y = acc * (0.5 / 2) = [-5, 0]; + bias [1, 2] = [-4, 2]; relu -> [0, 2] */
+    const int8_t q[6] = {1, 0, -1, -1, 1, 1};
+    uint8_t t2[64];
+    pack_t2(q, 2, 3, t2);
+    const float d = 0.5f, bias[2] = {1.0f, 2.0f};
+    const int8_t xq[3] = {10, -20, 30};
+    const float xs = 2.0f;
+    float y[2];
+    bitnet_ternary_matrix w = {t2, 2, 3, BITNET_SCALE_TENSOR, 0, &d};
+    bitnet_bitlinear_io io = {.tokens = 1, .xq = xq, .xs = &xs, .y = y};
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    assert_true(y[0] == -5.0f && y[1] == 0.0f);
+    io.bias = bias;
+    io.act = BITNET_ACT_RELU;
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    assert_true(y[0] == 0.0f && y[1] == 2.0f);
+
+    /* float input [1, -2, 3]: m = 3, s = 127/3, q = [42, -85, 127];
+     * acc0 = 42 - 127 = -85, acc1 = -42 - 85 + 127 = 0 */
+    const float x[3] = {1.0f, -2.0f, 3.0f};
+    io = (bitnet_bitlinear_io){.tokens = 1, .x = x, .y = y};
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    const float s = 127.0f / 3.0f;
+    assert_true(y[0] == (float)-85 * (0.5f / s));
+    assert_true(y[1] == 0.0f);
+
+    /* requantized output: y = [-5, 0] -> s = 127/5, q = [-127, 0] */
+    int8_t yq[2];
+    float ys;
+    io = (bitnet_bitlinear_io){.tokens = 1, .xq = xq, .xs = &xs, .yq = yq, .ys = &ys};
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    assert_int_equal(yq[0], -127);
+    assert_int_equal(yq[1], 0);
+    assert_true(ys == 127.0f / 5.0f);
+
+    /* groups of 32 over 64 columns: q = +1 then -1, x = 1, d = [2, 3]:
+     * (32 * 2 + (-32) * 3) / 1 = -32 */
+    int8_t q2[64];
+    int8_t x2[64];
+    for (int i = 0; i < 64; i++) {
+        q2[i] = i < 32 ? 1 : -1;
+        x2[i] = 1;
+    }
+    uint8_t t22[32];
+    pack_t2(q2, 1, 64, t22);
+    const float dg[2] = {2.0f, 3.0f}, one = 1.0f;
+    bitnet_ternary_matrix wg = {t22, 1, 64, BITNET_SCALE_GROUP, 32, dg};
+    io = (bitnet_bitlinear_io){.tokens = 1, .xq = x2, .xs = &one, .y = y};
+    assert_int_equal(bitnet_bitlinear_ref(&wg, &io), BITNET_OK);
+    assert_true(y[0] == -32.0f);
+    /* one group of 64 with d = 3: 0 */
+    wg.group = 64;
+    assert_int_equal(bitnet_bitlinear_ref(&wg, &io), BITNET_OK);
+    assert_true(y[0] == 0.0f);
+}
+
+/* ---- random cases ----------------------------------------------------------- */
+
+typedef struct {
+    uint64_t in, out, tokens;
+    bitnet_scale_kind kind;
+    uint32_t group;
+    int8_t *q;        /* codes */
+    uint8_t *t2;
+    float *d, *x, *xs, *bias;
+    int8_t *xq;
+} rcase;
+
+static void case_make(rcase *c, uint64_t in, uint64_t out, uint64_t tokens, bitnet_scale_kind kind, uint32_t group)
+{
+    memset(c, 0, sizeof *c);
+    c->in = in;
+    c->out = out;
+    c->tokens = tokens;
+    c->kind = kind;
+    c->group = group;
+    uint64_t nd = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? out : out * ((in + group - 1) / group);
+    c->q = malloc(in * out);
+    c->t2 = malloc(row_bytes(in) * out);
+    c->d = malloc(nd * sizeof(float));
+    c->x = malloc(tokens * in * sizeof(float));
+    c->xq = malloc(tokens * in);
+    c->xs = malloc(tokens * sizeof(float));
+    c->bias = malloc(out * sizeof(float));
+    assert_non_null(c->q && c->t2 && c->d && c->x && c->xq && c->xs && c->bias);
+    for (uint64_t i = 0; i < in * out; i++) c->q[i] = (int8_t)((int)(rnd() % 3) - 1);
+    pack_t2(c->q, out, in, c->t2);
+    for (uint64_t i = 0; i < nd; i++) c->d[i] = 0.01f + fabsf(rndf());
+    for (uint64_t i = 0; i < tokens * in; i++) c->x[i] = rndf() * 3.0f;
+    for (uint64_t i = 0; i < tokens * in; i++) c->xq[i] = (int8_t)((int)(rnd() % 256) - 128);
+    for (uint64_t t = 0; t < tokens; t++) c->xs[t] = 0.5f + fabsf(rndf()) * 40.0f;
+    for (uint64_t o = 0; o < out; o++) c->bias[o] = rndf();
+}
+
+static void case_free(rcase *c)
+{
+    free(c->q); free(c->t2); free(c->d); free(c->x); free(c->xq); free(c->xs); free(c->bias);
+}
+
+typedef struct {
+    int prequant, requant, bias;
+    bitnet_act act;
+} variant;
+
+static const variant variants[] = {
+    {0, 0, 0, BITNET_ACT_NONE}, {1, 0, 1, BITNET_ACT_RELU}, {0, 1, 1, BITNET_ACT_NONE}, {1, 1, 0, BITNET_ACT_RELU},
+    {0, 0, 1, BITNET_ACT_GELU}, {1, 0, 0, BITNET_ACT_GELU_TANH}, {0, 0, 1, BITNET_ACT_SIGMOID},
+    {1, 0, 1, BITNET_ACT_SILU}, {0, 1, 0, BITNET_ACT_SILU},
+};
+#define NVAR (sizeof variants / sizeof variants[0])
+
+typedef struct {
+    float *y;
+    int8_t *yq;
+    float *ys;
+} outbuf;
+
+static bitnet_status run_case(bitnet_backend *be, const rcase *c, const variant *v, outbuf *ob)
+{
+    bitnet_ternary_matrix w = {c->t2, c->out, c->in, c->kind, c->group, c->d};
+    bitnet_bitlinear_io io = {.tokens = c->tokens, .act = v->act, .bias = v->bias ? c->bias : NULL};
+    if (v->prequant) { io.xq = c->xq; io.xs = c->xs; } else io.x = c->x;
+    if (v->requant) { io.yq = ob->yq; io.ys = ob->ys; } else io.y = ob->y;
+    return be ? bitnet_bitlinear(be, &w, &io) : bitnet_bitlinear_ref(&w, &io);
+}
+
+static void ob_alloc(outbuf *ob, const rcase *c)
+{
+    ob->y = malloc(c->tokens * c->out * sizeof(float));
+    ob->yq = malloc(c->tokens * c->out);
+    ob->ys = malloc(c->tokens * sizeof(float));
+    assert_non_null(ob->y && ob->yq && ob->ys);
+    memset(ob->y, 0xa5, c->tokens * c->out * sizeof(float));
+}
+static void ob_free(outbuf *ob) { free(ob->y); free(ob->yq); free(ob->ys); }
+
+/* Returns the number of mismatches (printed, first few). */
+static int compare(const char *what, const rcase *c, const variant *v, const outbuf *ref, const outbuf *got, uint32_t max_ulp)
+{
+    int bad = 0;
+    const uint64_t n = c->tokens * c->out;
+    if (v->requant) {
+        for (uint64_t t = 0; t < c->tokens; t++)
+            if (ulp_diff(ref->ys[t], got->ys[t]) > max_ulp) bad++;
+        for (uint64_t i = 0; i < n; i++)
+            if (max_ulp ? abs(ref->yq[i] - got->yq[i]) > 1 : ref->yq[i] != got->yq[i]) bad++;
+    } else if (max_ulp == 0) {
+        if (memcmp(ref->y, got->y, n * sizeof(float)) != 0)
+            for (uint64_t i = 0; i < n; i++) bad += memcmp(&ref->y[i], &got->y[i], 4) != 0;
+    } else {
+        for (uint64_t i = 0; i < n; i++) bad += ulp_diff(ref->y[i], got->y[i]) > max_ulp;
+    }
+    if (bad)
+        print_message("# %s: in %llu out %llu tokens %llu kind %d group %u prequant %d requant %d bias %d act %s: %d mismatches\n",
+                      what, (unsigned long long)c->in, (unsigned long long)c->out, (unsigned long long)c->tokens,
+                      (int)c->kind, c->group, v->prequant, v->requant, v->bias, bitnet_act_name(v->act), bad);
+    return bad;
+}
+
+/* The independent model: with d = 1, s = 1 and pre-quantized input, y is
+ * exactly (float)acc (|acc| < 2^24), and acc is a plain integer dot. */
+static void test_ref_integer_model(void **state)
+{
+    (void)state;
+    const uint64_t shapes[][3] = {{1, 1, 1}, {3, 5, 2}, {17, 7, 3}, {255, 9, 2}, {4097, 5, 2}, {300, 3, 1}};
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+        rcase c;
+        case_make(&c, shapes[s][0], shapes[s][1], shapes[s][2], BITNET_SCALE_TENSOR, 0);
+        c.d[0] = 1.0f;
+        for (uint64_t t = 0; t < c.tokens; t++) c.xs[t] = 1.0f;
+        outbuf ob;
+        ob_alloc(&ob, &c);
+        const variant v = {1, 0, 0, BITNET_ACT_NONE};
+        assert_int_equal(run_case(NULL, &c, &v, &ob), BITNET_OK);
+        for (uint64_t t = 0; t < c.tokens; t++)
+            for (uint64_t o = 0; o < c.out; o++) {
+                int64_t acc = 0;
+                for (uint64_t i = 0; i < c.in; i++) acc += (int64_t)c.q[o * c.in + i] * c.xq[t * c.in + i];
+                assert_true(ob.y[t * c.out + o] == (float)acc);
+            }
+        ob_free(&ob);
+        case_free(&c);
+    }
+}
+
+static int full_grid(void) { const char *e = getenv("BITNET_TEST_FULL"); return e && *e && strcmp(e, "0") != 0; }
+
+typedef struct { uint64_t in, out, tokens; } shape3;
+static const shape3 quick_shapes[] = {
+    {1, 1, 1}, {3, 5, 2}, {17, 64, 7}, {255, 5, 1}, {4097, 5, 2}, {4097, 64, 1}, {128, 1000, 7}, {255, 64, 64}, {384, 33, 9},
+};
+
+typedef struct { bitnet_scale_kind kind; uint32_t group; } skind;
+static const skind kinds[] = {{BITNET_SCALE_TENSOR, 0}, {BITNET_SCALE_ROW, 0}, {BITNET_SCALE_GROUP, 32}, {BITNET_SCALE_GROUP, 128}, {BITNET_SCALE_GROUP, 64}};
+
+typedef struct { const char *simd; int threads; const char *device; } config;
+
+/* Runs every shape x kind x variant through the ref and the given configs. */
+static int sweep(const config *cfg, size_t ncfg, int opencl)
+{
+    static const uint64_t ins[] = {1, 3, 17, 255, 4097}, outs[] = {1, 5, 64, 1000}, toks[] = {1, 2, 7, 64};
+    shape3 full[5 * 4 * 4];
+    const shape3 *shapes = quick_shapes;
+    size_t nshapes = sizeof quick_shapes / sizeof quick_shapes[0];
+    if (full_grid()) {
+        nshapes = 0;
+        for (int a = 0; a < 5; a++) for (int b = 0; b < 4; b++) for (int e = 0; e < 4; e++)
+            full[nshapes++] = (shape3){ins[a], outs[b], toks[e]};
+        shapes = full;
+    }
+    bitnet_backend *be[8];
+    for (size_t i = 0; i < ncfg; i++) {
+        if (cfg[i].simd) setenv("BITNET_SIMD", cfg[i].simd, 1);
+        bitnet_status st = bitnet_backend_create(&be[i], cfg[i].device, cfg[i].threads);
+        unsetenv("BITNET_SIMD");
+        if (st) {
+            for (size_t k = 0; k < i; k++) bitnet_backend_free(be[k]);
+            return -1;
+        }
+    }
+    int bad = 0;
+    for (size_t s = 0; s < nshapes; s++)
+        for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+            for (size_t vi = 0; vi < NVAR; vi++) {
+                /* keep the quick run short: every variant on small shapes, a few on big ones */
+                if (!full_grid() && shapes[s].in * shapes[s].out * shapes[s].tokens > 100000 && vi % 3 != k % 3) continue;
+                rcase c;
+                case_make(&c, shapes[s].in, shapes[s].out, shapes[s].tokens, kinds[k].kind, kinds[k].group);
+                outbuf ref, got;
+                ob_alloc(&ref, &c);
+                ob_alloc(&got, &c);
+                assert_int_equal(run_case(NULL, &c, &variants[vi], &ref), BITNET_OK);
+                for (size_t i = 0; i < ncfg; i++) {
+                    memset(got.y, 0xa5, c.tokens * c.out * sizeof(float));
+                    bitnet_status st = run_case(be[i], &c, &variants[vi], &got);
+                    if (st) {
+                        print_message("# %s: %s (%s)\n", bitnet_backend_describe(be[i]), bitnet_strerror(st), bitnet_error_detail());
+                        bad++;
+                        continue;
+                    }
+                    const uint32_t tol = opencl && transcendental(variants[vi].act) ? 4 : 0;
+                    bad += compare(bitnet_backend_describe(be[i]), &c, &variants[vi], &ref, &got, tol);
+                }
+                ob_free(&ref);
+                ob_free(&got);
+                case_free(&c);
+            }
+    for (size_t i = 0; i < ncfg; i++) bitnet_backend_free(be[i]);
+    return bad;
+}
+
+static void test_cpu_paths(void **state)
+{
+    (void)state;
+    const config cfg[] = {{"scalar", 1, "cpu"}, {"avx2", 2, "cpu"}, {"avx512", 1, "cpu"}, {"avx512-vnni", 2, "cpu"},
+                          {"avx512-vnni", 1, "cpu"}};
+    assert_int_equal(sweep(cfg, sizeof cfg / sizeof cfg[0], 0), 0);
+}
+
+static void test_opencl(void **state)
+{
+    (void)state;
+    bitnet_backend *probe = NULL;
+    if (bitnet_backend_create(&probe, "opencl", 1) != BITNET_OK) {
+        print_message("# no OpenCL device: %s\n", bitnet_error_detail());
+        skip();
+    }
+    bitnet_backend_free(probe);
+    const config cfg[] = {{NULL, 1, "opencl"}};
+    int bad = sweep(cfg, 1, 1);
+    assert_int_equal(bad, 0);
+    /* the portable kernel on NVIDIA hardware: the same results */
+    setenv("BITNET_OCL_PORTABLE", "1", 1);
+    bad = sweep(cfg, 1, 1);
+    unsetenv("BITNET_OCL_PORTABLE");
+    assert_int_equal(bad, 0);
+}
+
+/* The planted bug must be caught: the test can fail. */
+static void test_perturb_caught(void **state)
+{
+    (void)state;
+    const char *devs[] = {"cpu", "opencl"};
+    for (int d = 0; d < 2; d++) {
+        bitnet_backend *be;
+        if (bitnet_backend_create(&be, devs[d], 1) != BITNET_OK) continue;
+        rcase c;
+        case_make(&c, 200, 10, 3, BITNET_SCALE_ROW, 0);
+        outbuf ref, got;
+        ob_alloc(&ref, &c);
+        ob_alloc(&got, &c);
+        const variant v = {0, 0, 1, BITNET_ACT_NONE};
+        assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
+        setenv("BITNET_TEST_PERTURB", "bitlinear", 1);
+        assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
+        unsetenv("BITNET_TEST_PERTURB");
+        assert_true(memcmp(ref.y, got.y, c.tokens * c.out * sizeof(float)) != 0);
+        assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
+        assert_memory_equal(ref.y, got.y, c.tokens * c.out * sizeof(float));
+        ob_free(&ref);
+        ob_free(&got);
+        case_free(&c);
+        bitnet_backend_free(be);
+    }
+}
+
+static void test_errors(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 1), BITNET_OK);
+    rcase c;
+    case_make(&c, 40, 3, 2, BITNET_SCALE_TENSOR, 0);
+    float y[6];
+    int8_t yq[6];
+    float ys[2];
+    bitnet_ternary_matrix w = {c.t2, 3, 40, BITNET_SCALE_TENSOR, 0, c.d};
+    bitnet_bitlinear_io io = {.tokens = 2, .x = c.x, .y = y};
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_OK);
+    io.xq = c.xq; /* two input forms */
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io.x = NULL; /* xq without xs */
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io = (bitnet_bitlinear_io){.tokens = 2, .x = c.x, .y = y, .yq = yq, .ys = ys}; /* two output forms */
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io = (bitnet_bitlinear_io){.tokens = 2, .x = c.x}; /* none */
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io = (bitnet_bitlinear_io){.tokens = 2, .x = c.x, .y = y, .act = BITNET_ACT_COUNT};
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io = (bitnet_bitlinear_io){.tokens = 0, .x = c.x, .y = y};
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_SHAPE);
+    io = (bitnet_bitlinear_io){.tokens = 2, .x = c.x, .y = y};
+    w.kind = BITNET_SCALE_GROUP;
+    w.group = 48;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    w.group = 16;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    w.kind = BITNET_SCALE_NONE;
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_E_INVALID);
+    w = (bitnet_ternary_matrix){c.t2, 3, 40, BITNET_SCALE_TENSOR, 0, c.d};
+    w.in = BITNET_MAX_ELEMENTS;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_LIMIT);
+    w.in = 40;
+    w.out = UINT64_MAX / 8;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_OVERFLOW);
+    w.out = 3;
+    c.x[5] = NAN;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_NUMERIC);
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_E_NUMERIC);
+    c.xs[1] = 0.0f;
+    io = (bitnet_bitlinear_io){.tokens = 2, .xq = c.xq, .xs = c.xs, .y = y};
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_NUMERIC);
+    assert_int_equal(bitnet_bitlinear(NULL, &w, &io), BITNET_E_INVALID);
+    case_free(&c);
+    bitnet_backend_free(be);
+}
+
+static void test_act_names(void **state)
+{
+    (void)state;
+    for (int a = 0; a < BITNET_ACT_COUNT; a++) {
+        bitnet_act back;
+        assert_non_null(bitnet_act_name((bitnet_act)a));
+        assert_int_equal(bitnet_act_parse(bitnet_act_name((bitnet_act)a), &back), BITNET_OK);
+        assert_int_equal(back, a);
+    }
+    bitnet_act a;
+    assert_int_equal(bitnet_act_parse("tanhh", &a), BITNET_E_INVALID);
+    assert_null(bitnet_act_name(BITNET_ACT_COUNT));
+    assert_string_equal(bitnet_act_name(BITNET_ACT_GELU_TANH), "gelu-tanh");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_act_names),
+        cmocka_unit_test(test_ref_hand),
+        cmocka_unit_test(test_ref_integer_model),
+        cmocka_unit_test(test_cpu_paths),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_perturb_caught),
+        cmocka_unit_test(test_opencl),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -246,6 +246,10 @@ int main(int argc, char **argv)
         for (size_t d = 0; d < ndev; d++) {
             char report[8192] = "";
             bitnet_status st = bitnet_backend_calibrate(bes[d], report, sizeof report);
+            if (st == BITNET_E_UNSUPPORTED) { /* the CPU alone has nothing to calibrate */
+                printf("%s: %s\nnot calibrated: %s\n", devnames[d], devs[d].describe, bitnet_error_detail());
+                continue;
+            }
             if (st) { rc = tool_fail(st, "calibrating %s", devnames[d]); goto cleanup; }
             printf("%s: %s\n%s%s", devnames[d], devs[d].describe, report,
                    *report && report[strlen(report) - 1] != '\n' ? "\n" : "");

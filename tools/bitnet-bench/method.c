@@ -287,8 +287,10 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
         if (op->check(&c, why, sizeof why)) {
             snprintf(row->check, sizeof row->check, "FAIL");
             snprintf(row->note, sizeof row->note, "%s", why);
-            msg_err("%s %s%s%s tokens=%llu on %s: check FAILED: %s", row->op, row->shape, *row->variant ? " " : "",
-                    row->variant, (unsigned long long)tokens, device, why);
+            char tok[48] = "";
+            if (op->uses_tokens) snprintf(tok, sizeof tok, " tokens=%llu", (unsigned long long)tokens);
+            msg_err("%s %s%s%s%s on %s: check FAILED: %s", row->op, row->shape, *row->variant ? " " : "",
+                    row->variant, tok, device, why);
             rc = EXIT_FAIL;
         }
     }
@@ -336,7 +338,9 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
         n++;
     }
     if (be && strncmp(device, "opencl", 6) == 0 && on_cpu && !on_device && !op->host_only) {
-        snprintf(row->note, sizeof row->note, "ran on the CPU (no OpenCL kernel for this op)");
+        size_t used = strlen(row->note);
+        snprintf(row->note + used, sizeof row->note - used, "%sran on the CPU (no OpenCL kernel for this op)",
+                 used ? "; " : "");
         row->ran_on_cpu = 1;
     }
     qsort(samples, n, sizeof *samples, cmp_double);

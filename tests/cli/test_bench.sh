@@ -1,0 +1,146 @@
+#!/bin/sh
+# test_bench.sh - bitnet-bench: every op on cpu and opencl (PoCL here), every
+# output format parses, the plot is drawn, planted bugs become FAIL rows and
+# exit status 1, usage and device errors get their exit statuses.
+. "$(dirname "$0")/lib.sh"
+
+# tiny and fast: two timed calls, no minimum time, a 1 MiB roofline
+FAST="--min-reps 2 --min-time 0 --warmup 1 --roofline-size 1 --max-mem 256"
+bench() { bitnet-bench $FAST "$@"; }
+
+have_opencl=0
+if bitnet-bench --list-devices 2>/dev/null | grep -q 'opencl:0'; then have_opencl=1; fi
+DEVS=cpu
+[ $have_opencl = 1 ] && DEVS=cpu,opencl
+
+# ---- help, version, usage errors, device errors ----
+expect_rc 0 "--help exits 0" bitnet-bench --help
+expect_out "--min-reps" "--help lists the flags"
+expect_rc 0 "--version exits 0" bitnet-bench --version
+expect_out "bitnet-bench " "--version names the tool"
+expect_rc 2 "unknown op is a usage error" bench --op nosuch
+expect_err "unknown op 'nosuch'" "unknown op is named, with the ops of this build"
+expect_rc 2 "bad shape is a usage error" bench --op add --shape 0x5
+expect_rc 2 "bad sweep is a usage error" bench --op add --sweep 64:16:x2
+expect_rc 2 "bad format is a usage error" bench --op add --shape 8 --format xml
+expect_rc 2 "bad scale kind is a usage error" bench --op bitlinear --shape 8x8 --scale group:0
+expect_rc 2 "bad token count is a usage error" bench --op bitlinear --shape 8x8 --tokens 0
+expect_rc 4 "a missing device exits 4" bench --op add --shape 8 --device opencl:99
+expect_rc 2 "a malformed device spec exits 2" bench --op add --shape 8 --device gpu
+
+# ---- every op on every device, checked against the reference ----
+for op in copy transfer quantize_weights quantize_acts dequantize_weights t3_unpack bitlinear matmul_f32 \
+          add gelu softmax sum layernorm permute file; do
+    expect_rc 0 "$op runs on $DEVS" bench --op $op --shape 17x300 --tokens 1,3 --device $DEVS --format csv
+    # every row's check is ok or - (not applicable), never FAIL/error
+    check "$op: every check passes" sh -c "tail -n +2 '$T/out' | awk -F, '\$20 != \"ok\" && \$20 != \"-\" {bad=1} END {exit bad}'"
+    rows=$(tail -n +2 "$T/out" | wc -l)
+    check "$op: produced rows ($rows)" test "$rows" -ge 1
+    case $op in
+    t3_unpack|file) check "$op runs on the host" sh -c "tail -n +2 '$T/out' | cut -d, -f3 | grep -qx host" ;;
+    transfer) [ $have_opencl = 1 ] && check "transfer rows are on opencl only" \
+                  sh -c "! tail -n +2 '$T/out' | cut -d, -f3 | grep -qx cpu" ;;
+    *) check "$op has a cpu row" sh -c "tail -n +2 '$T/out' | cut -d, -f3 | grep -qx cpu"
+       if [ $have_opencl = 1 ]; then
+           check "$op has an opencl row" sh -c "tail -n +2 '$T/out' | cut -d, -f3 | grep -qx opencl"
+       fi ;;
+    esac
+done
+bench --op bitlinear --shape 17x300 --tokens 1,3 --format csv >"$T/bl.csv" 2>/dev/null
+check "bitlinear: one row per scale kind and token count" test "$(tail -n +2 "$T/bl.csv" | wc -l)" -eq 6
+check "bitlinear counts GOP/s" sh -c "tail -n +2 '$T/bl.csv' | awk -F, '\$17 == \"\" {bad=1} END {exit bad}'"
+check "file covers zlib 0, 1, 6 and 1, 2 threads" \
+    sh -c "bitnet-bench $FAST --op file --shape 8x256 --format csv | cut -d, -f2 | sort | tr '\n' ' ' | grep -q 'read z0 read z1 read z6 variant write z0 t1 write z0 t2 write z1 t1 write z1 t2 write z6 t1 write z6 t2'"
+
+# ---- planted bugs are caught ----
+for p in bitlinear:bitlinear binary:add quantize_weights:quantize_weights unary:gelu; do
+    hook=${p%%:*}; op=${p#*:}
+    BITNET_TEST_PERTURB=$hook expect_rc 1 "planted bug in $hook: exit 1" bench --op $op --shape 64x512 --device $DEVS
+    expect_out "FAIL" "planted bug in $hook: FAIL row"
+    expect_err "check FAILED" "planted bug in $hook: named on stderr"
+done
+expect_rc 0 "--no-check skips the checks" env BITNET_TEST_PERTURB=bitlinear bitnet-bench $FAST --op bitlinear \
+    --shape 64x512 --no-check
+
+# ---- formats ----
+expect_rc 0 "csv" bench --op add,bitlinear,file --shape 17x300 --tokens 1,8 --device $DEVS --format csv
+check "csv: same column count on every row" sh -c "awk -F, '{print NF}' '$T/out' | sort -u | wc -l | grep -qx 1"
+check "csv: header names the columns" sh -c "head -1 '$T/out' | grep -q '^op,variant,device,shape,m,k,tokens,time_ms'"
+expect_rc 0 "md" bench --op add,bitlinear --shape 17x300 --format md
+check "md: every table line has the same number of cells" \
+    sh -c "grep '^|' '$T/out' | awk -F'|' '{print NF}' | sort -u | wc -l | grep -qx 1"
+check "md: alignment row" sh -c "sed -n 2p '$T/out' | grep -q '^|:--'"
+expect_rc 0 "table" bench --op add,bitlinear --shape 17x300
+check "table: header and one row per configuration" test "$(wc -l <"$T/out")" -eq 5
+expect_rc 0 "json" bench --op add,bitlinear --shape 17x300 --device $DEVS --format json
+cp "$T/out" "$T/doc.json"
+expect_rc 0 "jsonl" bench --op add,bitlinear --shape 17x300 --device $DEVS --format jsonl
+cp "$T/out" "$T/doc.jsonl"
+if command -v python3 >/dev/null 2>&1; then
+    check "json parses: devices with rooflines, results with checks" python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["tool"] == "bitnet-bench" and d["devices"] and d["results"]
+assert all(r["check"] == "ok" and r["time_ms"] > 0 for r in d["results"])
+assert all(x["copy_gbs"] > 0 for x in d["devices"])' "$T/doc.json"
+    check "jsonl parses: one object per line" python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) >= 4 and all("gbs" in r for r in rows)' "$T/doc.jsonl"
+else
+    ok "# skip json parse: python3 not installed"
+    ok "# skip jsonl parse: python3 not installed"
+fi
+check "jsonl: every line is one object" sh -c "grep -cv '^{.*}\$' '$T/doc.jsonl' | grep -qx 0"
+expect_rc 0 "-o writes a file" bench --op add --shape 64 --format csv -o "$T/res.csv"
+check "-o file holds the header" grep -q '^op,variant' "$T/res.csv"
+
+# ---- shapes ----
+expect_rc 0 "--sweep" bench --op add,permute --sweep 16:64:x2 --format csv
+check "--sweep: element counts for add, squares for permute" \
+    sh -c "cut -d, -f1,4 '$T/out' | tr '\n' ' ' | grep -q 'add,16 add,32 add,64 permute,16x16 permute,32x32 permute,64x64'"
+expect_rc 0 "--model takes every 2-D weight shape" bench --op bitlinear --scale row \
+    --model "$TESTDATA/real/fastml-jet-b158.safetensors" --format csv
+check "--model: three layers, three shapes" test "$(tail -n +2 "$T/out" | wc -l)" -eq 3
+
+# ---- baseline ----
+expect_rc 0 "--baseline openblas" bench --op bitlinear,matmul_f32 --shape 64x512 --scale row --baseline openblas --format csv
+check "openblas baseline: matmul_f32 is 1.00x of itself" sh -c "grep '^matmul_f32' '$T/out' | cut -d, -f19 | grep -qx 1"
+check "openblas baseline: bitlinear has a speedup" sh -c "grep '^bitlinear' '$T/out' | cut -d, -f19 | grep -q '[0-9]'"
+check "openblas baseline rows are not printed" test "$(grep -c '^matmul_f32' "$T/out")" -eq 1
+
+# ---- plot ----
+if command -v gnuplot >/dev/null 2>&1; then
+    expect_rc 0 "--plot png" bench --op add,copy --sweep 1024:8192:x4 --plot "$T/p.png"
+    check "png written" sh -c "head -c 8 '$T/p.png' | od -c | grep -q 'P   N   G'"
+    expect_rc 0 "--plot svg" bench --op add --sweep 1024:8192:x4 --plot "$T/p.svg"
+    check "svg written" grep -q '<svg' "$T/p.svg"
+else
+    ok "# skip --plot png: gnuplot not installed"
+    ok "# skip png written: gnuplot not installed"
+    ok "# skip --plot svg: gnuplot not installed"
+    ok "# skip svg written: gnuplot not installed"
+fi
+mkdir -p "$T/nognuplot"
+expect_rc 3 "--plot without gnuplot fails" env PATH="$T/nognuplot" "$BIN/bitnet-bench" $FAST --op add --shape 64 \
+    --plot "$T/q.png"
+expect_err "gnuplot" "--plot without gnuplot says so"
+check "no picture is left behind" test ! -e "$T/q.png"
+expect_rc 0 "no --plot: gnuplot is not needed" env PATH="$T/nognuplot" "$BIN/bitnet-bench" $FAST --op add --shape 64
+
+# ---- devices, calibration ----
+expect_rc 0 "--list-devices" bitnet-bench --list-devices
+expect_out "cpu" "--list-devices lists the cpu"
+if [ -x "$BIN/bitnet-info" ]; then
+    bitnet-info --devices >"$T/info.txt" 2>/dev/null
+    check "--list-devices prints what bitnet-info --devices prints" cmp -s "$T/out" "$T/info.txt"
+fi
+expect_rc 0 "--calibrate on the cpu says there is nothing to calibrate" bitnet-bench --calibrate --device cpu
+expect_out "not calibrated" "--calibrate cpu report"
+if [ $have_opencl = 1 ]; then
+    expect_rc 0 "--calibrate opencl" bitnet-bench --calibrate --device opencl
+    expect_out "opencl" "--calibrate prints the device report"
+fi
+expect_rc 0 "--stats prints op statistics" bench --op add --shape 64 --stats
+expect_err "stats for add" "--stats output on stderr"
+check "no progress output when stderr is not a terminal" sh -c "! grep -q '\[1\]' '$T/err'"

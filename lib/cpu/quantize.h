@@ -1,0 +1,136 @@
+/*
+ * quantize.h - internals of the quantization family, shared by the scalar
+ * definitions and threaded CPU code (lib/cpu/quantize.c), the SIMD kernels
+ * (lib/cpu/quantize_avx2.c, quantize_avx512.c), the public entry points
+ * (lib/op_quantize.c) and the OpenCL host code (lib/opencl/quantize.c).
+ *
+ * The exact sum of |w|.  The absmean scale is defined as
+ *     d = (float)( RN_double(sum |w|) / (double)n ),  d = max(d, 1e-5f)
+ * where sum |w| is the EXACT real sum, rounded once to double.  A sum
+ * accumulated in double in some order can differ in its last bit between
+ * orders (and so, rarely, flip the float d), so no backend sums in floating
+ * point: every |w| is an integer multiple of 2^-149 (the smallest float
+ * subnormal), below 2^128, so sum |w| is an integer number of 2^-149 units
+ * below 2^325 for any tensor of at most 2^48 elements.  bn_xsum holds that
+ * integer in six 64-bit limbs; integer addition is associative, so threads,
+ * SIMD lanes and OpenCL work-groups may add their parts in any order and
+ * all get the same bits.  Fast paths add a whole chunk at once: when the
+ * exponents of a chunk of 256 values span at most 32 binades (always, in
+ * practice), each |w| is m << (e - emin) with m its 24-bit significand, and
+ * the chunk sum fits in a uint64 (256 * 2^56 = 2^64); other chunks (wide
+ * range, subnormals) take the exact per-element path.
+ */
+#ifndef BITNET_CPU_QUANTIZE_H
+#define BITNET_CPU_QUANTIZE_H
+
+#include "cpu.h"
+
+#include <math.h>
+
+#define BN_XSUM_LIMBS 6
+typedef struct {
+    uint64_t w[BN_XSUM_LIMBS]; /* value = sum w[i] * 2^(64 i) units of 2^-149 */
+} bn_xsum;
+
+/* Elements per fast chunk, and the widest exponent span it accepts. */
+#define BN_XCHUNK 256
+#define BN_XSPAN 32
+
+static inline void bn_xsum_zero(bn_xsum *a) { memset(a, 0, sizeof *a); }
+/* a += v * 2^shift (shift < 320). */
+void bn_xsum_add(bn_xsum *a, uint64_t v, unsigned shift);
+void bn_xsum_merge(bn_xsum *a, const bn_xsum *b);
+/* a += |x| exactly (x finite). */
+void bn_xsum_add_float(bn_xsum *a, float x);
+/* The sum in units of 1 (not 2^-149), rounded once to nearest-even double. */
+double bn_xsum_to_double(const bn_xsum *a);
+
+/* The absmean scale of a slice of n elements whose exact |w| sum is sum
+ * (a double from bn_xsum_to_double); n = 0 gives the floor 1e-5f. */
+static inline float bn_absmean_scale(double sum, uint64_t n)
+{
+    float d = n ? (float)(sum / (double)n) : 0.0f;
+    return d < 1e-5f ? 1e-5f : d;
+}
+/* Activation scale from the absolute maximum. */
+static inline float bn_absmax_scale(float m)
+{
+    if (m < 1e-5f) m = 1e-5f;
+    return 127.0f / m;
+}
+
+/* Scalar chunk kernel (also the reference for the SIMD ones): n <= BN_XCHUNK.
+ * Returns 0 and sets *sum, *shift with sum|w| = sum * 2^shift units of
+ * 2^-149 when the fast form applies; 1 when the chunk needs the exact
+ * per-element path; 2 when it holds NaN or Inf. */
+int bn_xchunk_scalar(const float *w, size_t n, uint64_t *sum, unsigned *shift);
+
+/* Adds sum |w[0..n)| to acc exactly using chunk kernel fn.  Returns n, or
+ * the index of the first NaN/Inf (acc is then meaningless). */
+typedef int (*bn_xchunk_fn)(const float *w, size_t n, uint64_t *sum, unsigned *shift);
+size_t bn_absum(bn_xchunk_fn fn, const float *w, size_t n, bn_xsum *acc);
+/* The exact sum as a double for a short slice (n <= BN_XCHUNK) without the
+ * limb arithmetic when possible.  Returns n or the first NaN/Inf index. */
+size_t bn_absum_small(bn_xchunk_fn fn, const float *w, size_t n, double *sum);
+
+/* Quantizes blocks [b0, b1) of one row of `cols` weights to T2 (t2 points at
+ * the row's first block).  The scale of 32-column sub-block j (j counted
+ * from the row start) is s[j >> gshift].  Weights are finite. */
+typedef void (*bn_qblocks_fn)(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s,
+                              unsigned gshift, uint8_t *t2);
+void bn_qblocks_scalar(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,
+                       uint8_t *t2);
+
+/* One row of activations: returns n, or the index of the first NaN/Inf. */
+typedef size_t (*bn_qacts_fn)(const float *x, size_t n, int8_t *q, float *s);
+size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s);
+
+typedef struct {
+    const char *name;
+    bn_xchunk_fn xchunk;
+    bn_qblocks_fn qblocks;
+    bn_qacts_fn qacts;
+} bn_quant_kernels;
+
+/* The kernels for a SIMD level (the best one available at or below it). */
+const bn_quant_kernels *bn_quant_kernels_for(bn_simd simd);
+
+/* Argument checks shared by the public calls and the _ref functions.
+ * For weights: kind/group, sizes; n_scales gets the scale count. */
+bitnet_status bn_quant_check(const char *op, uint64_t rows, uint64_t cols, bitnet_scale_kind kind, uint32_t group,
+                             uint64_t *n_scales);
+/* gshift such that the scale of sub-block j is s[j >> gshift]. */
+unsigned bn_quant_gshift(bitnet_scale_kind kind, uint32_t group);
+/* Index into d of the scale of (row r, column c). */
+static inline uint64_t bn_scale_index(bitnet_scale_kind kind, uint32_t group, uint64_t cols, uint64_t r, uint64_t c)
+{
+    if (kind == BITNET_SCALE_TENSOR) return 0;
+    if (kind == BITNET_SCALE_ROW) return r;
+    return r * ((cols + group - 1) / group) + c / group;
+}
+/* Dequantization scales must be finite (positive: also > 0); sets a detail. */
+bitnet_status bn_dequant_check_scales(const char *op, const float *sc, uint64_t n, int positive);
+/* NaN/Inf found at flat index i of [rows x cols]. */
+bitnet_status bn_quant_nonfinite(const char *op, const float *x, uint64_t cols, uint64_t i);
+
+/* Exact float division a / b rounded to nearest even, from integers only
+ * (the OpenCL kernels use the same algorithm): for the integer a in
+ * [-255, 255] and a finite b > 0.  Returns the float's bits. */
+uint32_t bn_div_rn_bits(int32_t a, float b);
+
+#if defined(__x86_64__)
+/* Fuzz builds (clang -fsanitize=fuzzer) compile the library without the
+ * SIMD files: there the SIMD tables are weak and test as NULL. */
+#if defined(__has_feature)
+#if __has_feature(coverage_sanitizer)
+#define BN_QUANT_SIMD_WEAK __attribute__((weak))
+#endif
+#endif
+#ifndef BN_QUANT_SIMD_WEAK
+#define BN_QUANT_SIMD_WEAK
+#endif
+extern const bn_quant_kernels bn_quant_avx2 BN_QUANT_SIMD_WEAK;
+extern const bn_quant_kernels bn_quant_avx512 BN_QUANT_SIMD_WEAK;
+#endif
+
+#endif

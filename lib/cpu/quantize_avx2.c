@@ -1,0 +1,158 @@
+/*
+ * quantize_avx2.c - AVX2 kernels of the quantization family (compiled with
+ * -mavx2 -mfma; used only when the CPU has them).  Each one computes exactly
+ * what its scalar counterpart in quantize.c / quantize_cpu.c computes.
+ */
+#include "quantize.h"
+
+#include <immintrin.h>
+
+static inline uint32_t hmax_epi32(__m256i v)
+{
+    __m128i m = _mm_max_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0x4e));
+    m = _mm_max_epi32(m, _mm_shuffle_epi32(m, 0xb1));
+    return (uint32_t)_mm_cvtsi128_si32(m);
+}
+
+static inline uint32_t hmin_epu32(__m256i v)
+{
+    __m128i m = _mm_min_epu32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0x4e));
+    m = _mm_min_epu32(m, _mm_shuffle_epi32(m, 0xb1));
+    return (uint32_t)_mm_cvtsi128_si32(m);
+}
+
+static int xchunk_avx2(const float *w, size_t n, uint64_t *sum, unsigned *shift)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+    __m256i vmax = _mm256_setzero_si256(), vmin = _mm256_set1_epi32(-1);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(w + i)), absmask);
+        vmax = _mm256_max_epi32(vmax, u);
+        vmin = _mm256_min_epu32(vmin, _mm256_sub_epi32(u, one)); /* zero wraps: ignored */
+    }
+    uint32_t maxb = hmax_epi32(vmax), minm1 = hmin_epu32(vmin);
+    for (size_t t = i; t < n; t++) {
+        uint32_t u;
+        memcpy(&u, &w[t], 4);
+        u &= 0x7fffffffu;
+        if (u > maxb) maxb = u;
+        if (u - 1 < minm1) minm1 = u - 1;
+    }
+    if (maxb >= 0x7f800000u) return 2;
+    if (minm1 == UINT32_MAX) {
+        *sum = 0;
+        *shift = 0;
+        return 0;
+    }
+    const uint32_t emin = (minm1 + 1) >> 23, emax = maxb >> 23;
+    if (emin == 0 || emax - emin > BN_XSPAN) return 1;
+    /* |w| = m << (e - emin) units of 2^(emin - 150); a zero has e = 0, and its
+     * negative count (huge as unsigned) shifts everything out. */
+    const __m256i vemin = _mm256_set1_epi32((int)emin), mant = _mm256_set1_epi32(0x7fffff),
+                  hidden = _mm256_set1_epi32(0x800000), zero = _mm256_setzero_si256();
+    __m256i acc0 = zero, acc1 = zero;
+    for (i = 0; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(w + i)), absmask);
+        __m256i m = _mm256_or_si256(_mm256_and_si256(u, mant), hidden);
+        __m256i c = _mm256_sub_epi32(_mm256_srli_epi32(u, 23), vemin);
+        acc0 = _mm256_add_epi64(acc0, _mm256_sllv_epi64(_mm256_unpacklo_epi32(m, zero), _mm256_unpacklo_epi32(c, zero)));
+        acc1 = _mm256_add_epi64(acc1, _mm256_sllv_epi64(_mm256_unpackhi_epi32(m, zero), _mm256_unpackhi_epi32(c, zero)));
+    }
+    acc0 = _mm256_add_epi64(acc0, acc1);
+    __m128i a = _mm_add_epi64(_mm256_castsi256_si128(acc0), _mm256_extracti128_si256(acc0, 1));
+    uint64_t s = (uint64_t)_mm_cvtsi128_si64(a) + (uint64_t)_mm_extract_epi64(a, 1);
+    for (; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &w[i], 4);
+        uint32_t e = (u >> 23) & 0xff;
+        if (e) s += (uint64_t)((u & 0x7fffff) | 0x800000u) << (e - emin);
+    }
+    *sum = s;
+    *shift = emin - 1;
+    return 0;
+}
+
+/* 32 bytes from four vectors of 8 int32 in 0..255 (j = 0..7, 8..15, ...). */
+static inline __m256i pack_bytes(__m256i a0, __m256i a1, __m256i a2, __m256i a3)
+{
+    __m256i p = _mm256_packus_epi16(_mm256_packus_epi32(a0, a1), _mm256_packus_epi32(a2, a3));
+    return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+static void qblocks_avx2(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,
+                         uint8_t *t2)
+{
+    const __m256 half = _mm256_set1_ps(0.5f), mhalf = _mm256_set1_ps(-0.5f);
+    const __m256i one = _mm256_set1_epi32(1);
+    float tmp[BITNET_T2_BLOCK];
+    for (uint64_t b = b0; b < b1; b++) {
+        const float *p = w + b * BITNET_T2_BLOCK;
+        if ((b + 1) * BITNET_T2_BLOCK > cols) { /* last, partial block: zeros give code 1 */
+            uint64_t n = cols - b * BITNET_T2_BLOCK;
+            memset(tmp, 0, sizeof tmp);
+            memcpy(tmp, p, n * sizeof *p);
+            p = tmp;
+        }
+        __m256 sc[4];
+        for (unsigned k = 0; k < 4; k++) sc[k] = _mm256_set1_ps(s[(4 * b + k) >> gshift]);
+        __m256i acc[4];
+        for (unsigned jj = 0; jj < 4; jj++) {
+            __m256i a = _mm256_setzero_si256();
+            for (unsigned k = 0; k < 4; k++) {
+                __m256 x = _mm256_mul_ps(_mm256_loadu_ps(p + 32 * k + 8 * jj), sc[k]);
+                __m256i gt = _mm256_castps_si256(_mm256_cmp_ps(x, half, _CMP_GT_OQ));
+                __m256i lt = _mm256_castps_si256(_mm256_cmp_ps(x, mhalf, _CMP_LT_OQ));
+                __m256i code = _mm256_add_epi32(_mm256_sub_epi32(one, gt), lt); /* 1 + (x > .5) - (x < -.5) */
+                a = _mm256_or_si256(a, _mm256_slli_epi32(code, (int)(2 * k)));
+            }
+            acc[jj] = a;
+        }
+        _mm256_storeu_si256((__m256i *)(t2 + b * BITNET_T2_BLOCK_BYTES), pack_bytes(acc[0], acc[1], acc[2], acc[3]));
+    }
+}
+
+static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+    __m256i vmax = _mm256_setzero_si256();
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        vmax = _mm256_max_epi32(vmax, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absmask));
+    uint32_t maxb = hmax_epi32(vmax);
+    for (size_t t = i; t < n; t++) {
+        uint32_t u;
+        memcpy(&u, &x[t], 4);
+        u &= 0x7fffffffu;
+        if (u > maxb) maxb = u;
+    }
+    if (maxb >= 0x7f800000u) {
+        for (i = 0; i < n; i++)
+            if (!isfinite(x[i])) return i;
+    }
+    float m;
+    memcpy(&m, &maxb, 4);
+    const float scf = bn_absmax_scale(m);
+    *s = scf;
+    const __m256 sc = _mm256_set1_ps(scf);
+    for (i = 0; i + 32 <= n; i += 32) {
+        /* rint in the current (nearest-even) mode, clamped by saturating packs */
+        __m256i a0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), sc));
+        __m256i a1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), sc));
+        __m256i a2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), sc));
+        __m256i a3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), sc));
+        __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
+        p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256((__m256i *)(q + i), p);
+    }
+    for (; i < n; i++) {
+        float v = rintf(x[i] * scf);
+        v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
+        q[i] = (int8_t)v;
+    }
+    return n;
+}
+
+const bn_quant_kernels bn_quant_avx2 = {"avx2", xchunk_avx2, qblocks_avx2, qacts_avx2};

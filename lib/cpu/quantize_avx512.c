@@ -1,0 +1,111 @@
+/*
+ * quantize_avx512.c - AVX-512 (F, BW, VL, DQ) kernels of the quantization
+ * family; the same arithmetic as the scalar kernels, 16 lanes at a time.
+ */
+#include "quantize.h"
+
+#include <immintrin.h>
+
+static int xchunk_avx512(const float *w, size_t n, uint64_t *sum, unsigned *shift)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+    __m512i vmax = _mm512_setzero_si512(), vmin = _mm512_set1_epi32(-1);
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512i u = _mm512_and_si512(_mm512_loadu_si512(w + i), absmask);
+        vmax = _mm512_max_epi32(vmax, u);
+        vmin = _mm512_min_epu32(vmin, _mm512_sub_epi32(u, one)); /* zero wraps: ignored */
+    }
+    if (i < n) { /* the tail under a mask; masked-off lanes keep the neutral values */
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512i u = _mm512_and_si512(_mm512_maskz_loadu_epi32(k, w + i), absmask);
+        vmax = _mm512_mask_max_epi32(vmax, k, vmax, u);
+        vmin = _mm512_mask_min_epu32(vmin, k, vmin, _mm512_sub_epi32(u, one));
+    }
+    uint32_t maxb = (uint32_t)_mm512_reduce_max_epi32(vmax), minm1 = _mm512_reduce_min_epu32(vmin);
+    if (maxb >= 0x7f800000u) return 2;
+    if (minm1 == UINT32_MAX) {
+        *sum = 0;
+        *shift = 0;
+        return 0;
+    }
+    const uint32_t emin = (minm1 + 1) >> 23, emax = maxb >> 23;
+    if (emin == 0 || emax - emin > BN_XSPAN) return 1;
+    const __m512i vemin = _mm512_set1_epi32((int)emin), mant = _mm512_set1_epi32(0x7fffff),
+                  hidden = _mm512_set1_epi32(0x800000);
+    __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
+    for (i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        __m512i u = _mm512_and_si512(_mm512_maskz_loadu_epi32(k, w + i), absmask); /* off lanes: 0 */
+        __m512i m = _mm512_or_si512(_mm512_and_si512(u, mant), hidden);
+        __m512i c = _mm512_sub_epi32(_mm512_srli_epi32(u, 23), vemin); /* zero: negative, shifts out */
+        acc0 = _mm512_add_epi64(acc0, _mm512_sllv_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(m)),
+                                                        _mm512_cvtepu32_epi64(_mm512_castsi512_si256(c))));
+        acc1 = _mm512_add_epi64(acc1, _mm512_sllv_epi64(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(m, 1)),
+                                                        _mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(c, 1))));
+    }
+    *sum = (uint64_t)_mm512_reduce_add_epi64(_mm512_add_epi64(acc0, acc1));
+    *shift = emin - 1;
+    return 0;
+}
+
+static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,
+                           uint8_t *t2)
+{
+    const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
+    const __m512i one = _mm512_set1_epi32(1);
+    float tmp[BITNET_T2_BLOCK];
+    for (uint64_t b = b0; b < b1; b++) {
+        const float *p = w + b * BITNET_T2_BLOCK;
+        if ((b + 1) * BITNET_T2_BLOCK > cols) { /* last, partial block: zeros give code 1 */
+            uint64_t n = cols - b * BITNET_T2_BLOCK;
+            memset(tmp, 0, sizeof tmp);
+            memcpy(tmp, p, n * sizeof *p);
+            p = tmp;
+        }
+        __m512 sc[4];
+        for (unsigned k = 0; k < 4; k++) sc[k] = _mm512_set1_ps(s[(4 * b + k) >> gshift]);
+        uint8_t *out = t2 + b * BITNET_T2_BLOCK_BYTES;
+        for (unsigned jj = 0; jj < 2; jj++) {
+            __m512i a = _mm512_setzero_si512();
+            for (unsigned k = 0; k < 4; k++) {
+                __m512 x = _mm512_mul_ps(_mm512_loadu_ps(p + 32 * k + 16 * jj), sc[k]);
+                __mmask16 gt = _mm512_cmp_ps_mask(x, half, _CMP_GT_OQ), lt = _mm512_cmp_ps_mask(x, mhalf, _CMP_LT_OQ);
+                __m512i code = _mm512_mask_add_epi32(one, gt, one, one);  /* 2 where x > .5 */
+                code = _mm512_mask_sub_epi32(code, lt, code, one);        /* 0 where x < -.5 */
+                a = _mm512_or_si512(a, _mm512_slli_epi32(code, 2 * k));
+            }
+            _mm_storeu_si128((__m128i *)(out + 16 * jj), _mm512_cvtepi32_epi8(a));
+        }
+    }
+}
+
+static size_t qacts_avx512(const float *x, size_t n, int8_t *q, float *s)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
+    __m512i vmax = _mm512_setzero_si512();
+    size_t i = 0;
+    for (; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        vmax = _mm512_max_epi32(vmax, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, x + i), absmask));
+    }
+    uint32_t maxb = (uint32_t)_mm512_reduce_max_epi32(vmax);
+    if (maxb >= 0x7f800000u) {
+        for (i = 0; i < n; i++)
+            if (!isfinite(x[i])) return i;
+    }
+    float m;
+    memcpy(&m, &maxb, 4);
+    const float scf = bn_absmax_scale(m);
+    *s = scf;
+    const __m512 sc = _mm512_set1_ps(scf);
+    for (i = 0; i < n; i += 16) {
+        __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
+        /* rint in the current (nearest-even) mode, then a saturating narrow to int8 */
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sc));
+        _mm_mask_storeu_epi8(q + i, k, _mm512_cvtsepi32_epi8(v));
+    }
+    return n;
+}
+
+const bn_quant_kernels bn_quant_avx512 = {"avx512", xchunk_avx512, qblocks_avx512, qacts_avx512};

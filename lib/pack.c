@@ -1,0 +1,228 @@
+/*
+ * pack.c - ternary code layouts (bnt(5)): T2, 2 bits per weight in blocks of
+ * 128 weights (32 bytes; column 128b + 32k + j sits in byte j of block b at
+ * bits 2k..2k+1), and T3, base 3 with 5 trits per byte.  Codes are stored as
+ * q + 1; padding holds code 1 (q = 0).  Unpacking refuses invalid codes and
+ * padding that is not code 1, naming the position.
+ */
+#include "internal.h"
+
+#include <stdlib.h>
+
+/* Sizes: rows * row_bytes must fit, and so must rows * cols codes. */
+static bitnet_status pack_check(const char *op, const void *in, const void *out, uint64_t rows, uint64_t cols,
+                                size_t row_bytes)
+{
+    uint64_t n, bytes;
+    if (bn_mul_u64(rows, cols, &n) || n > BITNET_MAX_ELEMENTS)
+        return bn_fail(BITNET_E_LIMIT, "%s: %llu x %llu exceeds 2^48 elements", op, (unsigned long long)rows,
+                       (unsigned long long)cols);
+    if (bn_mul_u64(rows, (uint64_t)row_bytes, &bytes) || bytes > SIZE_MAX)
+        return bn_fail(BITNET_E_OVERFLOW, "%s: size overflows", op);
+    if (n && (!in || !out)) return bn_fail(BITNET_E_INVALID, "%s: NULL buffer", op);
+    return BITNET_OK;
+}
+
+static bitnet_status bad_code(const char *op, int code, uint64_t r, uint64_t c)
+{
+    return bn_fail(BITNET_E_FORMAT, "%s: invalid code %d at row %llu, column %llu", op, code, (unsigned long long)r,
+                   (unsigned long long)c);
+}
+
+/* ---- T2 ------------------------------------------------------------------- */
+
+static void t2_pack_row(const int8_t *q, uint64_t cols, uint8_t *out)
+{
+    const uint64_t nb = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK;
+    for (uint64_t b = 0; b < nb; b++) {
+        uint8_t *blk = out + b * BITNET_T2_BLOCK_BYTES;
+        const int8_t *qb = q + b * BITNET_T2_BLOCK;
+        if ((b + 1) * BITNET_T2_BLOCK <= cols) {
+            for (unsigned j = 0; j < 32; j++)
+                blk[j] = (uint8_t)((qb[j] + 1) | (qb[32 + j] + 1) << 2 | (qb[64 + j] + 1) << 4 | (qb[96 + j] + 1) << 6);
+            continue;
+        }
+        for (unsigned j = 0; j < 32; j++) {
+            unsigned v = 0;
+            for (unsigned k = 0; k < 4; k++) {
+                uint64_t c = b * BITNET_T2_BLOCK + 32 * k + j;
+                v |= (unsigned)(c < cols ? qb[32 * k + j] + 1 : 1) << (2 * k);
+            }
+            blk[j] = (uint8_t)v;
+        }
+    }
+}
+
+bitnet_status bitnet_t2_pack(const int8_t *q, uint64_t rows, uint64_t cols, uint8_t *t2)
+{
+    const size_t rb = bitnet_t2_row_bytes(cols);
+    bitnet_status st = pack_check("t2_pack", q, t2, rows, cols, rb);
+    if (st) return st;
+    for (uint64_t i = 0; i < rows * cols; i++)
+        if (q[i] < -1 || q[i] > 1)
+            return bn_fail(BITNET_E_INVALID, "t2_pack: value %d at row %llu, column %llu is not in {-1, 0, 1}", q[i],
+                           (unsigned long long)(i / cols), (unsigned long long)(i % cols));
+    for (uint64_t r = 0; r < rows; r++) t2_pack_row(q + r * cols, cols, t2 + r * rb);
+    return BITNET_OK;
+}
+
+/* Checks one T2 row (invalid codes, padding) and unpacks it when q != NULL. */
+static bitnet_status t2_row(const char *op, const uint8_t *row, uint64_t r, uint64_t cols, int8_t *q)
+{
+    const uint64_t nb = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK;
+    for (uint64_t b = 0; b < nb; b++) {
+        const uint8_t *blk = row + b * BITNET_T2_BLOCK_BYTES;
+        unsigned bad = 0;
+        for (unsigned j = 0; j < 32; j++) bad |= blk[j] & (blk[j] >> 1) & 0x55; /* a code 3 */
+        const int full = (b + 1) * BITNET_T2_BLOCK <= cols;
+        if (full && !bad) {
+            if (q) {
+                int8_t *qb = q + b * BITNET_T2_BLOCK;
+                for (unsigned k = 0; k < 4; k++)
+                    for (unsigned j = 0; j < 32; j++) qb[32 * k + j] = (int8_t)(((blk[j] >> (2 * k)) & 3) - 1);
+            }
+            continue;
+        }
+        for (unsigned k = 0; k < 4; k++)
+            for (unsigned j = 0; j < 32; j++) {
+                uint64_t c = b * BITNET_T2_BLOCK + 32 * k + j;
+                int code = (blk[j] >> (2 * k)) & 3;
+                if (code == 3) return bad_code(op, 3, r, c);
+                if (c >= cols) {
+                    if (code != 1)
+                        return bn_fail(BITNET_E_FORMAT, "%s: padding code %d (not 1) at row %llu, column %llu", op,
+                                       code, (unsigned long long)r, (unsigned long long)c);
+                } else if (q) {
+                    q[c] = (int8_t)(code - 1);
+                }
+            }
+    }
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_t2_unpack(const uint8_t *t2, uint64_t rows, uint64_t cols, int8_t *q)
+{
+    const size_t rb = bitnet_t2_row_bytes(cols);
+    bitnet_status st = pack_check("t2_unpack", t2, q, rows, cols, rb);
+    for (uint64_t r = 0; r < rows && !st; r++) st = t2_row("t2_unpack", t2 + r * rb, r, cols, q + r * cols);
+    return st;
+}
+
+/* ---- T3 ------------------------------------------------------------------- */
+
+static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
+
+bitnet_status bitnet_t3_pack(const int8_t *q, uint64_t rows, uint64_t cols, uint8_t *t3)
+{
+    const size_t rb = bitnet_t3_row_bytes(cols);
+    bitnet_status st = pack_check("t3_pack", q, t3, rows, cols, rb);
+    if (st) return st;
+    for (uint64_t r = 0; r < rows; r++) {
+        const int8_t *qr = q + r * cols;
+        for (uint64_t i = 0; i < rb; i++) {
+            unsigned v = 0;
+            for (unsigned m = 0; m < 5; m++) {
+                uint64_t c = 5 * i + m;
+                int t = c < cols ? qr[c] : 0;
+                if (t < -1 || t > 1)
+                    return bn_fail(BITNET_E_INVALID, "t3_pack: value %d at row %llu, column %llu is not in {-1, 0, 1}",
+                                   t, (unsigned long long)r, (unsigned long long)c);
+                v += (unsigned)(t + 1) * pow3[m];
+            }
+            t3[r * rb + i] = (uint8_t)v;
+        }
+    }
+    return BITNET_OK;
+}
+
+/* Decodes one T3 byte into 5 codes (0..2); nonzero if the byte exceeds 242. */
+static int t3_digits(uint8_t byte, uint8_t code[5])
+{
+    if (byte > 242) return 1;
+    unsigned v = byte;
+    for (unsigned m = 0; m < 5; m++) {
+        code[m] = (uint8_t)(v % 3);
+        v /= 3;
+    }
+    return 0;
+}
+
+/* Checks one T3 row and hands out its codes (0..2) for columns [0, cols). */
+static bitnet_status t3_row(const char *op, const uint8_t *row, uint64_t r, uint64_t cols, uint8_t *codes)
+{
+    const size_t rb = bitnet_t3_row_bytes(cols);
+    for (uint64_t i = 0; i < rb; i++) {
+        uint8_t d[5];
+        if (t3_digits(row[i], d))
+            return bn_fail(BITNET_E_FORMAT, "%s: invalid byte %u (> 242) at row %llu, columns %llu..%llu", op, row[i],
+                           (unsigned long long)r, (unsigned long long)(5 * i), (unsigned long long)(5 * i + 4));
+        for (unsigned m = 0; m < 5; m++) {
+            uint64_t c = 5 * i + m;
+            if (c < cols) codes[c] = d[m];
+            else if (d[m] != 1)
+                return bn_fail(BITNET_E_FORMAT, "%s: padding trit %u (not 1) at row %llu, column %llu", op, d[m],
+                               (unsigned long long)r, (unsigned long long)c);
+        }
+    }
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_t3_unpack(const uint8_t *t3, uint64_t rows, uint64_t cols, int8_t *q)
+{
+    const size_t rb = bitnet_t3_row_bytes(cols);
+    bitnet_status st = pack_check("t3_unpack", t3, q, rows, cols, rb);
+    if (st) return st;
+    for (uint64_t r = 0; r < rows; r++) {
+        /* codes 0..2 are written in place, then shifted to -1..1 */
+        uint8_t *codes = (uint8_t *)(q + r * cols);
+        if ((st = t3_row("t3_unpack", t3 + r * rb, r, cols, codes))) return st;
+        for (uint64_t c = 0; c < cols; c++) q[r * cols + c] = (int8_t)(codes[c] - 1);
+    }
+    return BITNET_OK;
+}
+
+/* ---- conversions ---------------------------------------------------------- */
+
+bitnet_status bitnet_t3_to_t2(const uint8_t *t3, uint64_t rows, uint64_t cols, uint8_t *t2)
+{
+    const size_t rb3 = bitnet_t3_row_bytes(cols), rb2 = bitnet_t2_row_bytes(cols);
+    bitnet_status st = pack_check("t3_to_t2", t3, t2, rows, cols, rb2);
+    if (st) return st;
+    /* rb3 <= rb2 for every cols, so the T3 size fits too */
+    uint8_t *codes = malloc(cols ? (size_t)cols : 1);
+    if (!codes) return bn_fail(BITNET_E_NOMEM, "t3_to_t2: out of memory");
+    for (uint64_t r = 0; r < rows && !st; r++) {
+        if ((st = t3_row("t3_to_t2", t3 + r * rb3, r, cols, codes))) break;
+        uint8_t *out = t2 + r * rb2;
+        memset(out, 0x55, rb2);
+        for (uint64_t c = 0; c < cols; c++) {
+            uint64_t b = c / BITNET_T2_BLOCK, k = (c % BITNET_T2_BLOCK) / 32, j = c % 32;
+            uint8_t *p = out + b * BITNET_T2_BLOCK_BYTES + j;
+            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)codes[c] << (2 * k)));
+        }
+    }
+    free(codes);
+    return st;
+}
+
+bitnet_status bitnet_t2_to_t3(const uint8_t *t2, uint64_t rows, uint64_t cols, uint8_t *t3)
+{
+    const size_t rb3 = bitnet_t3_row_bytes(cols), rb2 = bitnet_t2_row_bytes(cols);
+    bitnet_status st = pack_check("t2_to_t3", t2, t3, rows, cols, rb2);
+    if (st) return st;
+    int8_t *q = malloc(cols ? (size_t)cols : 1);
+    if (!q) return bn_fail(BITNET_E_NOMEM, "t2_to_t3: out of memory");
+    for (uint64_t r = 0; r < rows && !st; r++) {
+        if ((st = t2_row("t2_to_t3", t2 + r * rb2, r, cols, q))) break;
+        for (uint64_t i = 0; i < rb3; i++) {
+            unsigned v = 0;
+            for (unsigned m = 0; m < 5; m++) {
+                uint64_t c = 5 * i + m;
+                v += (unsigned)(c < cols ? q[c] + 1 : 1) * pow3[m];
+            }
+            t3[r * rb3 + i] = (uint8_t)v;
+        }
+    }
+    free(q);
+    return st;
+}

@@ -113,5 +113,6 @@ const bn_backend_ops bn_cpu_ops = {
     .reduce = bn_cpu_reduce,
     .layernorm = bn_cpu_layernorm,
     .permute = bn_cpu_permute,
+    .quantize_weights = bn_cpu_quantize_weights, .quantize_acts = bn_cpu_quantize_acts, .dequantize_weights = bn_cpu_dequantize_weights, .dequantize_acts = bn_cpu_dequantize_acts,
     /* more ops above */
 };

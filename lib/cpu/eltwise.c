@@ -83,9 +83,22 @@ static inline float smin(float a, float b) { return (a < b || a != a) ? a : b; }
 
 /* One run of n outputs with innermost strides as (1 or 0). */
 static void bin_run(bitnet_binary_op op, const float *restrict a, uint64_t sa, const float *restrict b, uint64_t sb,
-                    float *restrict y, uint64_t n)
+                    float *restrict y, uint64_t n, bn_simd simd, int stream)
 {
     uint64_t i = 0;
+#if defined(__x86_64__)
+    if (simd >= BN_SIMD_AVX2 && sa <= 1 && sb <= 1 && (sa | sb) && n >= 8) {
+        i = bn_binary_run_avx2(op, a, sa, b, sb, y, n, stream);
+        a += i * sa;
+        b += i * sb;
+        y += i;
+        n -= i;
+        i = 0;
+    }
+#else
+    (void)simd;
+    (void)stream;
+#endif
     if (sa == 1 && sb == 1) {
 #define LOOP(VE, SE)                                                                 \
     for (; i + 8 <= n; i += 8) { v8f A = ld8(a + i), B = ld8(b + i); st8(y + i, VE); } \
@@ -113,11 +126,17 @@ static void bin_run(bitnet_binary_op op, const float *restrict a, uint64_t sa, c
     }
 }
 
+/* Outputs of at least this many elements (64 MiB, beyond any cache) are
+ * written with streaming stores. */
+#define BIN_STREAM_MIN (16u << 20)
+
 typedef struct {
     bitnet_binary_op op;
     const float *a, *b;
     float *y;
     bn_bcast p;
+    bn_simd simd;
+    int stream;
 } bin_job;
 
 static void bin_range(void *arg, uint64_t begin, uint64_t end)
@@ -141,7 +160,7 @@ static void bin_range(void *arg, uint64_t begin, uint64_t end)
         uint64_t cnt = p->dims[last] - idx[last];
         if (cnt > end - pos) cnt = end - pos;
         /* a stride-0 side is read at its current element, so pass the stride as 0 */
-        bin_run(j->op, j->a + oa, p->sa[last], j->b + ob, p->sb[last], j->y + pos, cnt);
+        bin_run(j->op, j->a + oa, p->sa[last], j->b + ob, p->sb[last], j->y + pos, cnt, j->simd, j->stream);
         pos += cnt;
         idx[last] += cnt;
         for (uint32_t i = last; i > 0 && idx[i] == p->dims[i]; i--) {
@@ -155,10 +174,11 @@ bitnet_status bn_cpu_binary(void *ctx, bitnet_binary_op op, const float *a, cons
                             const float *b, const bitnet_shape *sb, float *y, const bitnet_shape *sy)
 {
     bn_cpu *cpu = ctx;
-    bin_job j = {op, a, b, y, {0}};
+    bin_job j = {op, a, b, y, {0}, cpu->simd, 0};
     uint64_t n = 1;
     for (uint32_t i = 0; i < sy->rank; i++) n *= sy->dims[i];
     if (n == 0) return BITNET_OK;
+    j.stream = n >= BIN_STREAM_MIN;
     bn_bcast_plan(sa, sb, sy, &j.p);
     bn_parallel_for(cpu->pool, n, 1u << 16, bin_range, &j);
     if (bn_test_perturb("binary")) bn_perturb_one(&y[n / 2]);

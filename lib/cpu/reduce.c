@@ -85,10 +85,18 @@ void bn_reduce_ref_k(bitnet_reduce_op op, const float *x, const bitnet_shape *s,
 typedef struct { double s; float m; int64_t i; } part;
 
 /* Reduces x[0..n) (the chunk starting at element `first` of its slice). */
-static part span_reduce(bitnet_reduce_op op, const float *restrict x, uint64_t n, uint64_t first)
+static part span_reduce(bitnet_reduce_op op, const float *restrict x, uint64_t n, uint64_t first, bn_simd simd)
 {
     part p = {0, x[0], (int64_t)first};
     uint64_t i = 0;
+#if defined(__x86_64__)
+    if ((op == BITNET_RED_SUM || op == BITNET_RED_MEAN) && simd >= BN_SIMD_AVX2) {
+        p.s = bn_sum_f32_avx2(x, n);
+        return p;
+    }
+#else
+    (void)simd;
+#endif
     if (op == BITNET_RED_SUM || op == BITNET_RED_MEAN) {
         typedef double v4d __attribute__((vector_size(32)));
         typedef float v4f __attribute__((vector_size(16)));
@@ -129,6 +137,7 @@ typedef struct {
     int64_t *idx;
     uint64_t len, inner, cpr; /* rows: row length, chunks per row; cols: len, inner, chunks per outer */
     part *parts;
+    bn_simd simd;
 } red_job;
 
 static void rows_range(void *arg, uint64_t begin, uint64_t end)
@@ -137,7 +146,7 @@ static void rows_range(void *arg, uint64_t begin, uint64_t end)
     for (uint64_t it = begin; it < end; it++) {
         uint64_t r = it / j->cpr, c0 = (it % j->cpr) * RED_CHUNK;
         uint64_t n = j->len - c0 < RED_CHUNK ? j->len - c0 : RED_CHUNK;
-        j->parts[it] = span_reduce(j->op, j->x + r * j->len + c0, n, c0);
+        j->parts[it] = span_reduce(j->op, j->x + r * j->len + c0, n, c0, j->simd);
     }
 }
 
@@ -206,7 +215,7 @@ bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
     bn_cpu *cpu = ctx;
     bn_rplan p;
     bitnet_status st = BITNET_OK;
-    red_job j = {op, x, y, idx, 0, 0, 0, NULL};
+    red_job j = {op, x, y, idx, 0, 0, 0, NULL, cpu->simd};
     bn_reduce_plan(s, axes_mask, &p);
     if (p.n_out == 0) return BITNET_OK;
     if (p.n_red == 0) { /* only sum/mean get here */

@@ -350,6 +350,43 @@ static void compare_backend(bitnet_backend *be, const char *what, int big)
     }
 }
 
+/* Every 8 aligned values are a shuffle of the hand case of ref_ties, so every
+ * slice mean is exactly 1 and the products hit the ties 0.5 and 1.5. */
+static void ties_backend(bitnet_backend *be, const char *what)
+{
+    const float pat[8] = {0.5f, 1.5f, -0.5f, -1.5f, 0.625f, -0.375f, 2.0f, 1.0f};
+    const int code[8] = {1, 2, 1, 0, 2, 1, 2, 2};
+    const shape sh[] = {{17, 4096}, {3, 136}, {1, 8}, {2, 300008}};
+    for (int si = 0; si < 4; si++) {
+        uint64_t rows = sh[si].rows, cols = sh[si].cols, n = rows * cols;
+        float *w = malloc(n * 4);
+        int *want = malloc(n * sizeof *want);
+        for (uint64_t i = 0; i < n; i += 8) {
+            int perm[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+            for (int k = 7; k > 0; k--) {
+                int j = (int)(rnd() % (unsigned)(k + 1)), t = perm[k];
+                perm[k] = perm[j], perm[j] = t;
+            }
+            for (int k = 0; k < 8; k++) w[i + k] = pat[perm[k]], want[i + k] = code[perm[k]];
+        }
+        size_t tb = rows * bitnet_t2_row_bytes(cols);
+        uint8_t *t2 = malloc(tb);
+        float *d = malloc(rows * (cols / 32 + 1) * 4);
+        const bitnet_scale_kind kinds[3] = {BITNET_SCALE_TENSOR, BITNET_SCALE_ROW, BITNET_SCALE_GROUP};
+        for (int k = 0; k < 3; k++) {
+            if (kinds[k] == BITNET_SCALE_GROUP && cols % 32) continue;
+            assert_int_equal(bitnet_quantize_weights(be, w, rows, cols, kinds[k], 32, t2, d), BITNET_OK);
+            assert_true(d[0] == 1.0f);
+            for (uint64_t i = 0; i < n; i++)
+                if (t2_code(t2, cols, i / cols, i % cols) != want[i])
+                    fail_msg("%s: ties %llux%llu kind %d: element %llu has code %d, not %d", what,
+                             (unsigned long long)rows, (unsigned long long)cols, kinds[k], (unsigned long long)i,
+                             t2_code(t2, cols, i / cols, i % cols), want[i]);
+        }
+        free(w), free(want), free(t2), free(d);
+    }
+}
+
 static void fast_cpu(void **state)
 {
     (void)state;
@@ -362,6 +399,7 @@ static void fast_cpu(void **state)
             char what[64];
             snprintf(what, sizeof what, "cpu %s, %d threads", levels[l], th);
             compare_backend(be, what, 0);
+            ties_backend(be, what);
             if (l == 2 || th == 2) compare_backend(be, what, 1);
             bitnet_backend_free(be);
         }
@@ -377,6 +415,7 @@ static void fast_opencl(void **state)
         skip();
     }
     compare_backend(be, "opencl", 0);
+    ties_backend(be, "opencl");
     compare_backend(be, "opencl", 1);
     bitnet_backend_free(be);
 }

@@ -194,6 +194,7 @@ bitnet_status bitnet_backend_create(bitnet_backend **out, const char *spec, int 
     be->ocl_index = index;
     pthread_mutex_init(&be->mu, NULL);
     for (int i = 0; i < BN_N_OPS; i++) be->threshold[i] = bn_ops[i].default_threshold;
+    if (mode == BN_MODE_AUTO) be->floor = bn_thresholds_floor();
     st = bn_cpu_create(&be->cpu, threads);
     if (st == BITNET_OK && mode == BN_MODE_OPENCL) st = bn_ocl_create(&be->ocl, index, be);
     if (st != BITNET_OK) {
@@ -312,7 +313,9 @@ bn_target bn_backend_select(bitnet_backend *be, size_t slot, const char *op, uin
     /* auto */
     if (!has_ocl || be->ocl_disabled || idx < 0) return cpu_target(be);
     uint64_t min = env_min_bytes();
-    if (min == UINT64_MAX && bytes < 4096) return cpu_target(be); /* never worth a look */
+    /* below every known threshold: do not even look for a device (that
+     * alone initialises the OpenCL driver, tens of milliseconds) */
+    if (min == UINT64_MAX && bytes < be->floor) return cpu_target(be);
     if (!be->ocl_probed) auto_probe(be);
     if (be->ocl_disabled) return cpu_target(be);
     if (bytes < (min != UINT64_MAX ? min : be->threshold[idx])) return cpu_target(be);

@@ -43,6 +43,7 @@ struct bitnet_backend {
     int warned;             /* the one fallback warning was given */
     int force;              /* BN_FORCE_*: calibration and roofline */
     uint64_t threshold[BN_N_OPS];
+    uint64_t floor;         /* auto: below this no op looks at OpenCL at all */
     char device_key[17];    /* hex hash naming the thresholds file */
     bitnet_log_fn log;
     void *log_user;
@@ -58,6 +59,9 @@ struct bitnet_backend {
 bitnet_status bn_backend_ensure_ocl(bitnet_backend *be);
 /* Names the device (device_key) from its name, driver and platform versions. */
 void bn_backend_set_device_key(bitnet_backend *be, const char *name, const char *driver, const char *platform);
+/* The smallest threshold of any calibrated device or default (no OpenCL
+ * call: reads the thresholds files of the cache directory). */
+uint64_t bn_thresholds_floor(void);
 /* Reads thresholds-<device_key>.json from the cache directory if present. */
 void bn_thresholds_load(bitnet_backend *be);
 

@@ -14,6 +14,7 @@
 #include "backend_impl.h"
 #include "opencl/ocl.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -53,6 +54,33 @@ void bn_thresholds_load(bitnet_backend *be)
     }
     json_decref(root);
     if (loaded) bn_backend_log(be, BITNET_LOG_INFO, "auto: thresholds from %s", path);
+}
+
+uint64_t bn_thresholds_floor(void)
+{
+    uint64_t floor = UINT64_MAX;
+    for (int i = 0; i < BN_N_OPS; i++)
+        if (bn_ops[i].default_threshold < floor) floor = bn_ops[i].default_threshold;
+    char dir[4096], path[4400];
+    DIR *d = bitnet_cache_dir(dir, sizeof dir) ? opendir(dir) : NULL;
+    if (!d) return floor;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (strncmp(e->d_name, "thresholds-", 11) != 0 || n < 16 || strcmp(e->d_name + n - 5, ".json") != 0) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        json_error_t jerr;
+        json_t *root = json_load_file(path, 0, &jerr);
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(root, "thresholds"), k, v) {
+            if (json_is_integer(v) && json_integer_value(v) >= 0 && (uint64_t)json_integer_value(v) < floor)
+                floor = (uint64_t)json_integer_value(v);
+        }
+        json_decref(root);
+    }
+    closedir(d);
+    return floor;
 }
 
 static bitnet_status thresholds_store(bitnet_backend *be, json_t *doc, char *path, size_t size)

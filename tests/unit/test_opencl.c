@@ -527,14 +527,26 @@ static void test_calibrate(void **state)
     json_t *th = json_object_get(json_object_get(doc, "thresholds"), "scale");
     assert_true(json_is_integer(th));
     assert_int_equal(json_array_size(json_object_get(json_object_get(doc, "measurements"), "scale")), 3); /* 4, 16, 64 KiB */
-    json_decref(doc);
     bitnet_backend_free(be);
-    /* a new auto backend reads it when it first looks at the device */
+    /* a new auto backend obeys the file: scale from 0 bytes goes to OpenCL... */
+    json_object_set_new(json_object_get(doc, "thresholds"), "scale", json_integer(0));
+    assert_int_equal(json_dump_file(doc, path, 0), 0);
     assert_int_equal(bitnet_backend_create(&be, "auto", 1), BITNET_OK);
     bitnet_backend_set_log(be, logger, NULL);
     check_scale(be, 4097, 8);
+    assert_int_equal(count_opencl_stats(be, "opencl"), 1);
+    assert_true(info_count >= 1); /* "thresholds from <file>" */
     bitnet_backend_free(be);
-    assert_true(info_count >= 1);
+    /* ...and from 1 MiB it does not at 32 KiB */
+    json_object_set_new(json_object_get(doc, "thresholds"), "scale", json_integer(1 << 20));
+    assert_int_equal(json_dump_file(doc, path, 0), 0);
+    assert_int_equal(bitnet_backend_create(&be, "auto", 1), BITNET_OK);
+    check_scale(be, 4097, 8);
+    assert_int_equal(count_opencl_stats(be, "opencl"), 0);
+    check_scale(be, 1 << 18, 8); /* 2 MiB moved */
+    assert_int_equal(count_opencl_stats(be, "opencl"), 1);
+    bitnet_backend_free(be);
+    json_decref(doc);
     assert_int_equal(bitnet_backend_create(&be, "cpu", 1), BITNET_OK);
     assert_int_equal(bitnet_backend_calibrate(be, report, sizeof report), BITNET_E_UNSUPPORTED);
     bitnet_backend_free(be);

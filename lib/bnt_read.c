@@ -153,11 +153,15 @@ static bitnet_status BN_PRINTF(4, 5) fail(bitnet_bnt_reader *r, bitnet_status st
     return bn_fail(st, "%s", r->errmsg);
 }
 
-/* Keeps a detail message set by a callee, prefixed with where we are. */
+/* Keeps a detail message set by a callee, prefixed with where we are (once:
+ * a callee's own "tensor 'x': " goes). */
 static bitnet_status fail_detail(bitnet_bnt_reader *r, bitnet_status st, uint64_t off)
 {
     char msg[1024];
-    snprintf(msg, sizeof msg, "%s", bitnet_error_detail());
+    const char *d = bitnet_error_detail();
+    size_t wl = strlen(r->what);
+    if (strncmp(d, r->what, wl) == 0 && strncmp(d + wl, ": ", 2) == 0) d += wl + 2;
+    snprintf(msg, sizeof msg, "%s", d);
     return fail(r, st, off, "%s", msg);
 }
 

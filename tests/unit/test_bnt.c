@@ -754,8 +754,9 @@ static size_t absurd_file(uint8_t *b, int which)
         st64(b + n + 4, 1ull << 40);
         n += 12;
         break;
-    case 7: /* f64 group scales with a group count past any memory */
-        n += put_tensor_header(b + n, "g", 1, BITNET_F64, 2, huge, BITNET_SCALE_GROUP, 1, 0, 0);
+    case 7: /* tensor header length one past the limit */
+        n += put_tensor_header(b + n, "x", 1, BITNET_F32, 1, ok, 0, 0, 4, 0);
+        st32(b + 32 + 4, 65537);
         break;
     }
     return n;
@@ -765,7 +766,7 @@ static void test_limits(void **state)
 {
     static const char *const want[] = {"2^48", "rank 9 exceeds", "name of 1025 bytes", "header of 1073741824 bytes",
                                        "metadata of 4294967295 bytes", "chunk size 1073741824", "entries exceed",
-                                       "2^48"};
+                                       "header of 65537 bytes"};
     uint8_t *b = malloc(1 << 16);
     (void)state;
     for (int i = 0; i < 8; i++) {
@@ -970,11 +971,11 @@ static int regen(const char *dir)
     OUT("trailing_garbage.bnt", c, len + 4, "BITNET_E_FORMAT", "data after the trailer");
     static const char *const absurd[] = {"absurd_dims.bnt", "absurd_rank.bnt", "absurd_name.bnt", "absurd_header_len.bnt",
                                          "absurd_meta_len.bnt", "absurd_chunk.bnt", "absurd_index_count.bnt",
-                                         "absurd_groups.bnt"};
-    static const char *const absurd_msg[] = {"more than 2^48 elements", "rank 9 exceeds 8", "name of 1025 bytes exceeds",
+                                         "absurd_header_len_65537.bnt"};
+    static const char *const absurd_msg[] = {"tensor 'huge' at byte 32: more than 2^48 elements", "rank 9 exceeds 8", "name of 1025 bytes exceeds",
                                              "header of 1073741824 bytes exceeds", "metadata of 4294967295 bytes",
                                              "chunk size 1073741824 not in", "index at byte 32: 1099511627776 entries",
-                                             "more than 2^48 elements"};
+                                             "header of 65537 bytes exceeds 65536"};
     for (int i = 0; i < 8; i++) {
         n = absurd_file(a, i);
         OUT(absurd[i], a, n, "BITNET_E_LIMIT", absurd_msg[i]);

@@ -286,6 +286,14 @@ static bn_target cpu_target(bitnet_backend *be)
     return t;
 }
 
+/* The op's transfers are booked under its name (bn_stats_add_transfer). */
+static bn_target ocl_target(bitnet_backend *be, const char *op, int can_fallback)
+{
+    snprintf(be->cur_op, sizeof be->cur_op, "%s", op ? op : "?");
+    bn_target t = {&bn_ocl_ops, be->ocl, can_fallback};
+    return t;
+}
+
 bn_target bn_backend_cpu_target(bitnet_backend *be)
 {
     be = or_default(be);
@@ -295,15 +303,11 @@ bn_target bn_backend_cpu_target(bitnet_backend *be)
 bn_target bn_backend_select(bitnet_backend *be, size_t slot, const char *op, uint64_t bytes)
 {
     be = or_default(be);
-    snprintf(be->cur_op, sizeof be->cur_op, "%s", op ? op : "?");
     int idx = bn_op_index(slot);
     int has_ocl = slot_fn(&bn_ocl_ops, slot) != NULL;
     if (be->force == BN_FORCE_CPU || be->mode == BN_MODE_CPU) return cpu_target(be);
     if (be->force == BN_FORCE_OPENCL || be->mode == BN_MODE_OPENCL) {
-        if (has_ocl && bn_backend_ensure_ocl(be) == BITNET_OK) {
-            bn_target t = {&bn_ocl_ops, be->ocl, 0};
-            return t;
-        }
+        if (has_ocl && bn_backend_ensure_ocl(be) == BITNET_OK) return ocl_target(be, op, 0);
         if (!has_ocl && idx >= 0 && !(be->info_logged & (1u << idx))) {
             be->info_logged |= 1u << idx;
             bn_backend_log(be, BITNET_LOG_INFO, "%s has no OpenCL implementation; it runs on the CPU", op);
@@ -326,8 +330,7 @@ bn_target bn_backend_select(bitnet_backend *be, size_t slot, const char *op, uin
             return cpu_target(be);
         }
     }
-    bn_target t = {&bn_ocl_ops, be->ocl, 1};
-    return t;
+    return ocl_target(be, op, 1);
 }
 
 void bn_backend_fallback(bitnet_backend *be, const char *op, bitnet_status st)

@@ -521,6 +521,7 @@ static bitnet_status read_index(bitnet_bnt_reader *r, uint64_t rec_off, int load
     bn_bnt_names ents = {0};
     bitnet_status st;
     char name[BITNET_MAX_NAME + 1];
+    int mismatch = 0;
     snprintf(r->what, sizeof r->what, "index");
     memcpy(b, BN_BNT_TAG_INDEX, 4);
     if ((st = rd(r, b + 4, 8))) return st;
@@ -549,8 +550,7 @@ static bitnet_status read_index(bitnet_bnt_reader *r, uint64_t rec_off, int load
             if (rc < 0) { st = fail(r, BITNET_E_NOMEM, at, "out of memory"); goto out; }
             if (rc > 0) { st = fail(r, BITNET_E_FORMAT, at, "duplicate entry"); goto out; }
         } else if (off != r->ents.off[i] || strlen(name) != nl || strcmp(name, r->ents.name[i]) != 0) {
-            /* a CRC mismatch says more than a content mismatch */
-            load = -1;
+            mismatch = 1; /* reported after the CRC: a CRC mismatch says more */
         }
     }
     if ((st = rd(r, b, 4))) goto out;
@@ -558,7 +558,7 @@ static bitnet_status read_index(bitnet_bnt_reader *r, uint64_t rec_off, int load
         st = fail(r, BITNET_E_CHECKSUM, rec_off, "CRC mismatch");
         goto out;
     }
-    if (load < 0) {
+    if (mismatch) {
         st = fail(r, BITNET_E_FORMAT, rec_off, "entries do not match the tensors in the file");
         goto out;
     }

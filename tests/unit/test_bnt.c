@@ -885,6 +885,82 @@ static void test_error_details(void **state)
     free(b);
 }
 
+/* Structural rules that a CRC cannot catch: the bytes are changed and their
+ * CRC recomputed, as a buggy or hostile writer would. */
+static void recrc(uint8_t *b, size_t from, size_t to)
+{
+    st32(b + to, (uint32_t)crc32(0, b + from, (uInt)(to - from)));
+}
+
+static bitnet_status scan_expect(const uint8_t *b, size_t len, const char *want)
+{
+    bitnet_status st = scan(b, len);
+    if (!strstr(bitnet_error_detail(), want)) fail_msg("detail '%s' lacks '%s'", bitnet_error_detail(), want);
+    return st;
+}
+
+static void test_structure_checks(void **state)
+{
+    size_t len;
+    layout L;
+    (void)state;
+    uint8_t *g = good_file(6, 0, &len), *b = malloc(len);
+    walk(g, len, &L);
+    size_t idx_crc = L.trailer - 4, nl = 15; /* entry 0: "layers.0.weight" */
+
+    memcpy(b, g, len); /* index entry 0 points one byte off */
+    st64(b + L.index + 12 + 2 + nl, L.rec[0] + 1);
+    recrc(b, L.index, idx_crc);
+    assert_int_equal(scan_expect(b, len, "entries do not match"), BITNET_E_FORMAT);
+    FILE *f = mem_in(b, len);
+    bitnet_bnt_reader *r;
+    bitnet_tensor_info info;
+    assert_int_equal(bitnet_bnt_reader_create(&r, f), BITNET_OK);
+    assert_int_equal(bitnet_bnt_reader_seek(r, "layers.0.weight", &info), BITNET_E_FORMAT);
+    bitnet_bnt_reader_free(r);
+    fclose(f);
+
+    memcpy(b, g, len); /* trailer: wrong tensor count, wrong index offset */
+    st64(b + L.trailer + 12, N_GOOD + 1);
+    recrc(b, L.trailer, L.trailer + 28);
+    assert_int_equal(scan_expect(b, len, "tensor count 9"), BITNET_E_FORMAT);
+    memcpy(b, g, len);
+    st64(b + L.trailer + 4, 0);
+    recrc(b, L.trailer, L.trailer + 28);
+    assert_int_equal(scan_expect(b, len, "index offset 0"), BITNET_E_FORMAT);
+
+    memcpy(b, g, len); /* header flags */
+    b[12] = 1;
+    recrc(b, 0, L.header_end - 4);
+    assert_int_equal(scan_expect(b, len, "unknown flags"), BITNET_E_FORMAT);
+
+    memcpy(b, g, len); /* tensor 0: payload bytes disagree with the shape */
+    size_t body = L.rec[0] + 8, pl = body + 10 + nl + 16;
+    st64(b + pl, 81);
+    recrc(b, L.rec[0], L.data[0] - 4);
+    assert_int_equal(scan_expect(b, len, "the shape implies 80"), BITNET_E_FORMAT);
+
+    memcpy(b, g, len); /* tensor 0: a chunk's raw length */
+    st32(b + L.data[0], 79);
+    recrc(b, L.data[0], L.data[0] + 16);
+    assert_int_equal(scan_expect(b, len, "chunk 0 holds 79 bytes, expected 80"), BITNET_E_FORMAT);
+
+    free(g);
+    free(b);
+    static const uint64_t d[] = {3};
+    bitnet_tensor ts[2];
+    make_tensor(&ts[0], "aa", BITNET_F32, 1, d, BITNET_SCALE_NONE, 0, 0);
+    make_tensor(&ts[1], "bb", BITNET_F32, 1, d, BITNET_SCALE_NONE, 0, 0);
+    bitnet_bnt_writer_opts o = {0, 4096, 1, 1};
+    b = write_mem(ts, 2, &o, NULL, &len);
+    walk(b, len, &L);
+    memcpy(b + L.rec[1] + 10, "aa", 2);
+    recrc(b, L.rec[1], L.data[1] - 4);
+    assert_int_equal(scan_expect(b, len, "duplicate tensor name"), BITNET_E_FORMAT);
+    free(b);
+    free_tensors(ts, 2);
+}
+
 /* ---- the golden corpus ------------------------------------------------------ */
 
 typedef struct {
@@ -1044,6 +1120,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_seek),             cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_limits),           cmocka_unit_test(test_every_bitflip),
         cmocka_unit_test(test_every_truncation), cmocka_unit_test(test_error_details),
+        cmocka_unit_test(test_structure_checks),
         cmocka_unit_test(test_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -43,14 +43,12 @@ float bn_act_ref(bitnet_act a, float v)
     switch (a) {
     case BITNET_ACT_RELU:
         return v > 0.0f ? v : 0.0f;
-    case BITNET_ACT_GELU: {
-        const float t = erff(v * 0.70710678118654752f);
-        return 0.5f * v * (1.0f + t);
-    }
-    case BITNET_ACT_GELU_TANH: {
+    case BITNET_ACT_GELU: /* 0.5 v (1 + erf(v/sqrt2)), as erfc: no cancellation for v < 0 */
+        return 0.5f * v * erfcf(v * -0.70710678118654752f);
+    case BITNET_ACT_GELU_TANH: { /* 0.5 v (1 + tanh u) = v / (1 + exp(-2u)): no cancellation */
         const float v3 = v * v * v;
         const float inner = 0.79788456080286536f * (v + 0.044715f * v3);
-        return 0.5f * v * (1.0f + tanhf(inner));
+        return v / (1.0f + expf(-2.0f * inner));
     }
     case BITNET_ACT_SIGMOID:
         return 1.0f / (1.0f + expf(-v));

@@ -1,0 +1,241 @@
+/*
+ * bitlinear.cl - BitLinear on OpenCL devices (after common.cl).
+ *
+ * Weights are T2 rows (bnt(5)); activations arrive quantized by the host
+ * (int8 rows of `xstride` bytes, zero-padded to whole 128-column blocks) with
+ * their scales s.  Integer sums are exact; the epilogue is the library's one
+ * float order, with no contraction (FP_CONTRACT OFF) and the division
+ * correctly rounded (the host builds with -cl-fp32-correctly-rounded-divide-sqrt):
+ *   tensor/row: y = (float)acc * (d / s);  group: y = (sum_g (float)acc_g * d_g) / s;
+ *   then y + bias, then the activation.
+ *
+ * Kernels: bl_gemv (portable, few tokens: LX work-items share a row, RY rows
+ * per work-group, uint4 loads, reduction in local memory), bl_gemm (many
+ * tokens: TS x TS tiles of rows x tokens through local memory), bl_group
+ * (group scales: one work-item per row, groups summed in order), and
+ * bl_gemv_nv (NVIDIA only: dp4a and warp shuffles in inline PTX).
+ */
+#pragma OPENCL FP_CONTRACT OFF
+
+#ifndef GEMV_LX
+#define GEMV_LX 64 /* work-items per row (power of two) */
+#endif
+#ifndef GEMV_RY
+#define GEMV_RY 4 /* rows per work-group */
+#endif
+#ifndef GEMV_TT
+#define GEMV_TT 4 /* tokens per pass over the weights */
+#endif
+#ifndef CONTIG
+#define CONTIG 0 /* 1: each work-item walks a contiguous span (CPU devices) */
+#endif
+#ifndef TS
+#define TS 16 /* bl_gemm tile: TS rows x TS tokens */
+#endif
+
+inline float bl_act(int act, float v)
+{
+    switch (act) {
+    case 1: return v > 0.0f ? v : 0.0f;
+    case 2: return 0.5f * v * erfc(v * -0.70710678118654752f);
+    case 3: {
+        const float v3 = v * v * v;
+        const float inner = 0.79788456080286536f * (v + 0.044715f * v3);
+        return v / (1.0f + exp(-2.0f * inner));
+    }
+    case 4: return 1.0f / (1.0f + exp(-v));
+    case 5: return v / (1.0f + exp(-v));
+    default: return v;
+    }
+}
+
+inline void bl_store(__global float *y, bn_size idx, float v, __global const float *bias, int has_bias, bn_size o,
+                     int act, long perturb)
+{
+    if (has_bias) v = v + bias[o];
+    if (act) v = bl_act(act, v);
+    if ((long)idx == perturb) v = bn_perturb(v);
+    y[idx] = v;
+}
+
+inline float bl_scale(int acc, float d, float s)
+{
+    const float f = d / s;
+    return convert_float(acc) * f;
+}
+
+/* Sum of code-1 times x over 16 columns: codes from one byte lane set. */
+inline int bl_dot16(uint4 wv, int k, __global const char *xp)
+{
+    const uchar16 c = as_uchar16((wv >> (uint)(2 * k)) & (uint4)(0x03030303u));
+    const int16 p = (convert_int16(c) - 1) * convert_int16(vload16(0, xp));
+    const int8 a = p.s01234567 + p.s89abcdef;
+    const int4 b = a.s0123 + a.s4567;
+    return b.s0 + b.s1 + b.s2 + b.s3;
+}
+
+__kernel __attribute__((reqd_work_group_size(GEMV_LX, GEMV_RY, 1)))
+void bl_gemv(__global const uint4 *w, __global const char *x, __global const float *xs, __global const float *d,
+             const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
+             const bn_size out, const bn_size tokens, const bn_size nhalf, const bn_size xstride, const long perturb)
+{
+    __local int red[GEMV_RY][GEMV_TT][GEMV_LX];
+    const int lx = get_local_id(0), ly = get_local_id(1);
+    const bn_size o = get_global_id(1);
+    __global const uint4 *wr = w + o * nhalf;
+    for (bn_size t0 = 0; t0 < tokens; t0 += GEMV_TT) {
+        int acc[GEMV_TT];
+        for (int i = 0; i < GEMV_TT; i++) acc[i] = 0;
+        if (o < out) {
+#if CONTIG
+            const bn_size h1 = nhalf * (bn_size)(lx + 1) / GEMV_LX;
+            for (bn_size h = nhalf * (bn_size)lx / GEMV_LX; h < h1; h++) {
+#else
+            for (bn_size h = lx; h < nhalf; h += GEMV_LX) {
+#endif
+                const uint4 wv = wr[h];
+                const bn_size col0 = (h >> 1) * 128 + (h & 1) * 16;
+                for (int i = 0; i < GEMV_TT; i++) {
+                    if (t0 + i >= tokens) break;
+                    __global const char *xp = x + (t0 + i) * xstride + col0;
+                    acc[i] += bl_dot16(wv, 0, xp) + bl_dot16(wv, 1, xp + 32) + bl_dot16(wv, 2, xp + 64) +
+                              bl_dot16(wv, 3, xp + 96);
+                }
+            }
+        }
+        for (int i = 0; i < GEMV_TT; i++) red[ly][i][lx] = acc[i];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int s = GEMV_LX / 2; s > 0; s >>= 1) {
+            if (lx < s)
+                for (int i = 0; i < GEMV_TT; i++) red[ly][i][lx] += red[ly][i][lx + s];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (lx < GEMV_TT && o < out && t0 + lx < tokens) {
+            const bn_size t = t0 + lx;
+            const float v = bl_scale(red[ly][lx][0], per_row ? d[o] : d[0], xs[t]);
+            bl_store(y, t * out + o, v, bias, has_bias, o, act, perturb);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* Many tokens: a TS x TS work-group computes rows r0.. x tokens t0.., one
+ * block (128 columns) of codes and activations at a time in local memory. */
+__kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
+void bl_gemm(__global const uchar *w, __global const char *x, __global const float *xs, __global const float *d,
+             const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
+             const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride, const long perturb)
+{
+    __local uchar wl[TS][32];
+    __local char xl[TS][128];
+    const int tl = get_local_id(0), rl = get_local_id(1);
+    const bn_size t = get_global_id(0), o = get_global_id(1);
+    const bn_size t_base = get_group_id(0) * TS, o_base = get_group_id(1) * TS;
+    const int lid = rl * TS + tl;
+    int acc = 0;
+    for (bn_size b = 0; b < nblocks; b++) {
+        for (int i = lid; i < TS * 32; i += TS * TS) {
+            const bn_size r = o_base + (bn_size)(i / 32);
+            wl[i / 32][i % 32] = r < out ? w[r * nblocks * 32 + b * 32 + (i % 32)] : (uchar)0x55;
+        }
+        for (int i = lid; i < TS * 128; i += TS * TS) {
+            const bn_size tt = t_base + (bn_size)(i / 128);
+            xl[i / 128][i % 128] = tt < tokens ? x[tt * xstride + b * 128 + (i % 128)] : (char)0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int j = 0; j < 32; j++) {
+            const int byte = wl[rl][j];
+            acc += (((byte) & 3) - 1) * xl[tl][j] + (((byte >> 2) & 3) - 1) * xl[tl][32 + j] +
+                   (((byte >> 4) & 3) - 1) * xl[tl][64 + j] + (((byte >> 6) & 3) - 1) * xl[tl][96 + j];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (o < out && t < tokens) {
+        const float v = bl_scale(acc, per_row ? d[o] : d[0], xs[t]);
+        bl_store(y, t * out + o, v, bias, has_bias, o, act, perturb);
+    }
+}
+
+/* Group scales: one work-item per row, groups summed in order. */
+__kernel void bl_group(__global const uchar *w, __global const char *x, __global const float *xs,
+                       __global const float *d, const uint group, __global const float *bias, const int has_bias,
+                       const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size in,
+                       const bn_size xstride, const long perturb)
+{
+    const bn_size o = get_global_id(0);
+    if (o >= out) return;
+    const bn_size rb = (in + 127) / 128 * 32, ng = (in + group - 1) / group;
+    __global const uchar *wr = w + o * rb;
+    for (bn_size t = 0; t < tokens; t++) {
+        __global const char *xr = x + t * xstride;
+        float sum = 0.0f;
+        for (bn_size g = 0; g < ng; g++) {
+            const bn_size c1 = (g + 1) * group < in ? (g + 1) * group : in;
+            int acc = 0;
+            for (bn_size c = g * group; c < c1; c++) {
+                const int code = (wr[(c >> 7) * 32 + (c & 31)] >> (2 * ((c >> 5) & 3))) & 3;
+                acc += (code - 1) * xr[c];
+            }
+            sum = sum + convert_float(acc) * d[o * ng + g];
+        }
+        bl_store(y, t * out + o, sum / xs[t], bias, has_bias, o, act, perturb);
+    }
+}
+
+#ifdef __NV_CL_C_VERSION
+/* NVIDIA: one warp (32 work-items) per row, RY rows per work-group; four
+ * consecutive bytes at shift k are four consecutive weights, turned into
+ * signed bytes without borrows ((c | 0x80) - 1) ^ 0x80, one dp4a each. */
+inline int bl_dp4a(int a, int b, int c)
+{
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
+inline int bl_warp_sum(int v)
+{
+    for (int m = 16; m > 0; m >>= 1) {
+        int other;
+        asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=r"(other) : "r"(v), "r"(m));
+        v += other;
+    }
+    return v;
+}
+inline int bl_word_dot(uint cw, __global const int *xw)
+{
+    int acc = 0;
+    for (int k = 0; k < 4; k++) {
+        const uint c = (cw >> (2 * k)) & 0x03030303u;
+        const int q = (int)(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u);
+        acc = bl_dp4a(q, xw[8 * k], acc);
+    }
+    return acc;
+}
+
+__kernel __attribute__((reqd_work_group_size(32, GEMV_RY, 1)))
+void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const float *xs, __global const float *d,
+                const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
+                const bn_size out, const bn_size tokens, const bn_size nhalf, const bn_size xstride, const long perturb)
+{
+    const int lane = get_local_id(0);
+    const bn_size o = get_global_id(1);
+    __global const uint4 *wr = w + o * nhalf;
+    for (bn_size t = 0; t < tokens; t++) {
+        int acc = 0;
+        if (o < out) {
+            __global const char *xr = x + t * xstride;
+            for (bn_size h = lane; h < nhalf; h += 32) {
+                const uint4 wv = wr[h];
+                __global const int *xw = (__global const int *)(xr + (h >> 1) * 128 + (h & 1) * 16);
+                acc += bl_word_dot(wv.x, xw) + bl_word_dot(wv.y, xw + 1) + bl_word_dot(wv.z, xw + 2) +
+                       bl_word_dot(wv.w, xw + 3);
+            }
+        }
+        acc = bl_warp_sum(acc);
+        if (lane == 0 && o < out) {
+            const float v = bl_scale(acc, per_row ? d[o] : d[0], xs[t]);
+            bl_store(y, t * out + o, v, bias, has_bias, o, act, perturb);
+        }
+    }
+}
+#endif

@@ -1,0 +1,70 @@
+/*
+ * matmul.cl - float products y = x w^T (+bias, act) (after common.cl):
+ * x [tokens x in], w [out x in], y [tokens x out].  A work-group computes a
+ * MM_TS x MM_TS tile of y; K is walked in steps of MM_TS through local
+ * memory; each work-item computes MM_WPT outputs of its tile column.
+ */
+
+#ifndef MM_TS
+#define MM_TS 32 /* tile edge */
+#endif
+#ifndef MM_WPT
+#define MM_WPT 4 /* outputs per work-item (MM_TS / MM_WPT rows of work-items) */
+#endif
+#define MM_RTS (MM_TS / MM_WPT)
+
+inline float mm_act(int act, float v)
+{
+    switch (act) {
+    case 1: return v > 0.0f ? v : 0.0f;
+    case 2: return 0.5f * v * erfc(v * -0.70710678118654752f);
+    case 3: {
+        const float v3 = v * v * v;
+        const float inner = 0.79788456080286536f * (v + 0.044715f * v3);
+        return v / (1.0f + exp(-2.0f * inner));
+    }
+    case 4: return 1.0f / (1.0f + exp(-v));
+    case 5: return v / (1.0f + exp(-v));
+    default: return v;
+    }
+}
+
+/* local size (MM_TS, MM_RTS): dim 0 walks outputs o, dim 1 tokens t (MM_WPT each). */
+__kernel __attribute__((reqd_work_group_size(MM_TS, MM_RTS, 1)))
+void mm_f32(__global const float *x, __global const float *w, __global const float *bias, const int has_bias,
+            const int act, __global float *y, const bn_size tokens, const bn_size in, const bn_size out,
+            const long perturb)
+{
+    __local float xl[MM_TS][MM_TS + 1]; /* [token][k] */
+    __local float wl[MM_TS][MM_TS + 1]; /* [o][k] */
+    const int lo = get_local_id(0), lt = get_local_id(1);
+    const bn_size o = get_group_id(0) * MM_TS + lo;
+    const bn_size tb = get_group_id(1) * MM_TS;
+    float acc[MM_WPT];
+    for (int i = 0; i < MM_WPT; i++) acc[i] = 0.0f;
+    for (bn_size k0 = 0; k0 < in; k0 += MM_TS) {
+        for (int i = 0; i < MM_WPT; i++) {
+            const int r = lt + i * MM_RTS;
+            const bn_size t = tb + r, k = k0 + lo;
+            xl[r][lo] = (t < tokens && k < in) ? x[t * in + k] : 0.0f;
+            const bn_size ow = get_group_id(0) * MM_TS + r;
+            wl[r][lo] = (ow < out && k < in) ? w[ow * in + k] : 0.0f;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int k = 0; k < MM_TS; k++) {
+            const float wv = wl[lo][k];
+            for (int i = 0; i < MM_WPT; i++) acc[i] = acc[i] + xl[lt + i * MM_RTS][k] * wv;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    for (int i = 0; i < MM_WPT; i++) {
+        const bn_size t = tb + lt + i * MM_RTS;
+        if (o < out && t < tokens) {
+            float v = acc[i];
+            if (has_bias) v = v + bias[o];
+            if (act) v = mm_act(act, v);
+            if ((long)(t * out + o) == perturb) v = bn_perturb(v);
+            y[t * out + o] = v;
+        }
+    }
+}

@@ -1,0 +1,148 @@
+/*
+ * bitlinear.c (OpenCL) - host code of BitLinear on an OpenCL device
+ * (kernels/bitlinear.cl).  The host quantizes the activations with the CPU
+ * code (the same bytes as every other path, and a quarter of the upload),
+ * the device computes the integer sums and the float epilogue, and a
+ * re-quantized output is made on the host from the device's float rows.
+ *
+ * Kernel choice: group scales -> bl_group; more than GEMM_MIN_TOKENS tokens
+ * -> bl_gemm (tiled); otherwise bl_gemv, or on NVIDIA bl_gemv_nv (dp4a)
+ * unless BITNET_OCL_PORTABLE=1.
+ */
+#include "../cpu/bitlinear.h"
+#include "ocl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define GEMM_MIN_TOKENS 16
+#define GEMV_RY 4
+#define GEMV_LX 64
+#define TS 16
+
+static bn_quant_row_fn host_quant(void)
+{
+#if defined(__x86_64__)
+    if (bn_cpu_simd() >= BN_SIMD_AVX2) return bn_quant_row_avx2;
+#endif
+    return bn_quant_row_scalar;
+}
+
+static int want_portable(void)
+{
+    const char *e = getenv("BITNET_OCL_PORTABLE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
+{
+    bn_ocl *o = ctx;
+    const bn_ocl_caps *caps = bn_ocl_get_caps(o);
+    const uint64_t T = io->tokens, in = w->in, out = w->out;
+    const size_t rb = bitnet_t2_row_bytes(in), nblocks = rb / 32;
+    const size_t xstride = nblocks * 128;
+    const int group = w->kind == BITNET_SCALE_GROUP;
+    const bn_quant_row_fn quant = host_quant();
+    bitnet_status st = BITNET_OK;
+    int8_t *xq = NULL;
+    float *xs = NULL, *yhost = NULL;
+    cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL;
+
+    /* sizes were checked by bn_bitlinear_check (each fits size_t) */
+    const size_t wbytes = (size_t)out * rb, xbytes = (size_t)T * xstride, ybytes = (size_t)(T * out) * sizeof(float);
+    const size_t nd = (size_t)bn_bitlinear_n_scales(w);
+    xq = malloc(xbytes);
+    xs = malloc((size_t)T * sizeof(float));
+    yhost = io->y ? io->y : malloc(ybytes);
+    if (!xq || !xs || !yhost) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
+    for (uint64_t t = 0; t < T; t++) {
+        int8_t *row = xq + t * xstride;
+        if (io->x) {
+            if (quant(io->x + t * in, in, xstride, row, &xs[t])) {
+                st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf");
+                goto out;
+            }
+        } else {
+            memcpy(row, io->xq + t * in, (size_t)in);
+            memset(row + in, 0, xstride - (size_t)in);
+            xs[t] = io->xs[t];
+        }
+    }
+
+    const char *kname;
+    if (group) kname = "bl_group";
+    else if (T > GEMM_MIN_TOKENS) kname = "bl_gemm";
+    else if (caps->is_nvidia && !want_portable()) kname = "bl_gemv_nv";
+    else kname = "bl_gemv";
+    char opts[160];
+    snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d",
+             caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS);
+    cl_kernel k;
+    if ((st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
+
+    if ((st = bn_ocl_alloc(o, wbytes, &bw)) || (st = bn_ocl_alloc(o, xbytes, &bx)) ||
+        (st = bn_ocl_alloc(o, (size_t)T * sizeof(float), &bs)) || (st = bn_ocl_alloc(o, nd * sizeof(float), &bd)) ||
+        (st = bn_ocl_alloc(o, (io->bias ? (size_t)out : 1) * sizeof(float), &bb)) || (st = bn_ocl_alloc(o, ybytes, &by)))
+        goto out;
+    if ((st = bn_ocl_upload(o, bw, 0, w->t2, wbytes)) || (st = bn_ocl_upload(o, bx, 0, xq, xbytes)) ||
+        (st = bn_ocl_upload(o, bs, 0, xs, (size_t)T * sizeof(float))) ||
+        (st = bn_ocl_upload(o, bd, 0, w->d, nd * sizeof(float))))
+        goto out;
+    if (io->bias && (st = bn_ocl_upload(o, bb, 0, io->bias, (size_t)out * sizeof(float)))) goto out;
+
+    const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
+    const cl_ulong c_out = out, c_tok = T, c_in = in, c_xstride = xstride, c_nhalf = 2 * nblocks, c_nblocks = nblocks;
+    const cl_uint c_group = w->group;
+    const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
+    size_t global[2], local[2];
+    cl_uint dims = 2;
+    if (group) {
+        st = bn_ocl_args(o, k, 14, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof c_group,
+                         &c_group, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by,
+                         sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_in, &c_in, sizeof c_xstride, &c_xstride,
+                         sizeof perturb, &perturb);
+        dims = 1;
+        local[0] = 64;
+        global[0] = ((size_t)out + 63) / 64 * 64;
+    } else {
+        const int gemm = strcmp(kname, "bl_gemm") == 0, nv = strcmp(kname, "bl_gemv_nv") == 0;
+        const cl_ulong c_len = gemm ? c_nblocks : c_nhalf;
+        st = bn_ocl_args(o, k, 14, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof per_row,
+                         &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by,
+                         sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len, sizeof c_xstride, &c_xstride,
+                         sizeof perturb, &perturb);
+        if (gemm) {
+            local[0] = TS;
+            local[1] = TS;
+            global[0] = ((size_t)T + TS - 1) / TS * TS;
+            global[1] = ((size_t)out + TS - 1) / TS * TS;
+        } else {
+            local[0] = nv ? 32 : GEMV_LX;
+            local[1] = GEMV_RY;
+            global[0] = local[0];
+            global[1] = ((size_t)out + GEMV_RY - 1) / GEMV_RY * GEMV_RY;
+        }
+    }
+    if (st) goto out;
+    if ((st = bn_ocl_run(o, k, dims, global, local, "bitlinear"))) goto out;
+    if ((st = bn_ocl_download(o, by, 0, yhost, ybytes))) goto out;
+    if (io->yq) {
+        for (uint64_t t = 0; t < T; t++)
+            if (quant(yhost + t * out, out, out, io->yq + t * out, &io->ys[t])) {
+                st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf");
+                goto out;
+            }
+        if (bn_test_perturb("bitlinear")) io->yq[0] = (int8_t)(io->yq[0] == 127 ? 126 : io->yq[0] + 1);
+    }
+out:
+    bn_ocl_release(o, bw);
+    bn_ocl_release(o, bx);
+    bn_ocl_release(o, bs);
+    bn_ocl_release(o, bd);
+    bn_ocl_release(o, bb);
+    bn_ocl_release(o, by);
+    free(xq);
+    free(xs);
+    if (yhost != io->y) free(yhost);
+    return st;
+}

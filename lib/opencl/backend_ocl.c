@@ -55,5 +55,8 @@ const bn_backend_ops bn_ocl_ops = {
     .name = "opencl",
     .scale = bn_ocl_scale,
     .free = ocl_free,
+    .bitlinear = bn_ocl_bitlinear,
+    .matmul_f32 = bn_ocl_matmul_f32,
+    .quantize_weights = bn_ocl_quantize_weights, .quantize_acts = bn_ocl_quantize_acts, .dequantize_weights = bn_ocl_dequantize_weights, .dequantize_acts = bn_ocl_dequantize_acts,
     /* more ops above */
 };

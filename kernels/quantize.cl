@@ -1,0 +1,254 @@
+/*
+ * quantize.cl - BitNet b1.58 quantization on OpenCL devices (after
+ * common.cl).  Bit-exact with the CPU: no float sum and no float division
+ * is ever evaluated here (see lib/cpu/quantize.h).
+ *
+ *   q_absum     exact sum of |w| over pieces of slices (tensor, rows or
+ *               groups), as 11 carry-save 32-bit limbs per piece (unit 2^-149);
+ *               the host merges them, rounds once and computes d and 1/d
+ *   q_pack      codes q = clamp(rint(w * s), -1, 1) written as T2 bytes
+ *   q_acts      per-row absmax int8 quantization (one work-group per row)
+ *   q_dequant_w w = q * d from T2 (integer ops on the bits of d)
+ *   q_dequant_a x = q / s (exact division from integers)
+ *
+ * Only ulong/uint arithmetic is used for sums, so devices without fp64 run
+ * the same code path.
+ */
+
+#ifndef Q_WG
+#define Q_WG 64 /* work-group size of q_absum and q_acts (a power of two) */
+#endif
+#define Q_LIMBS 11
+#define Q_SPAN 32
+
+/* acc += v * 2^sh as 32-bit pieces into carry-save limbs (limb i: 2^(32 i)). */
+inline void q_add_shifted(ulong *acc, ulong v, uint sh)
+{
+    uint i = sh >> 5, b = sh & 31;
+    ulong lo = (v << b) & 0xffffffffUL;
+    ulong mid = (b ? (v >> (32 - b)) : (v >> 32)) & 0xffffffffUL;
+    ulong hi = b ? (v >> (64 - b)) : 0UL;
+    acc[i] += lo;
+    acc[i + 1] += mid;
+    acc[i + 2] += hi;
+}
+
+/* Slice sl: start and length; `kind` 1 tensor, 2 row, 3 group. */
+inline void q_slice(uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group, bn_size *start, bn_size *len)
+{
+    if (kind == 1) {
+        *start = 0;
+        *len = rows * cols;
+    } else if (kind == 2) {
+        *start = sl * cols;
+        *len = cols;
+    } else {
+        bn_size ng = (cols + group - 1) / group, r = sl / ng, c0 = (sl % ng) * group;
+        *start = r * cols + c0;
+        *len = cols - c0 < group ? cols - c0 : group;
+    }
+}
+
+__kernel void q_absum(__global const uint *w, uint kind, bn_size rows, bn_size cols, bn_size group,
+                      bn_size pieces, uint items, __global ulong *part, __global uint *flag)
+{
+    __local ulong red[Q_WG];
+    __local uint rmax[Q_WG], rmin[Q_WG];
+    const uint lid = get_local_id(0);
+    const bn_size gid = get_group_id(0), sl = gid / pieces, pc = gid % pieces;
+    bn_size start, len;
+    q_slice(kind, sl, rows, cols, group, &start, &len);
+    const bn_size piece = (bn_size)Q_WG * items, b = pc * piece;
+    const bn_size e = b + piece < len ? b + piece : len;
+    /* 1: the exponent range of the piece */
+    uint mx = 0, mn = 0xffffffffu;
+    for (bn_size i = b + lid; i < e; i += Q_WG) {
+        uint u = w[start + i] & 0x7fffffffu;
+        mx = max(mx, u);
+        mn = min(mn, u - 1u); /* zero wraps: ignored */
+    }
+    rmax[lid] = mx;
+    rmin[lid] = mn;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = Q_WG / 2; s > 0; s >>= 1) {
+        if (lid < s) {
+            rmax[lid] = max(rmax[lid], rmax[lid + s]);
+            rmin[lid] = min(rmin[lid], rmin[lid + s]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    mx = rmax[0];
+    mn = rmin[0];
+    if (mx >= 0x7f800000u) {
+        if (lid == 0) flag[0] = 1u;
+        return;
+    }
+    ulong acc[Q_LIMBS];
+    for (uint k = 0; k < Q_LIMBS; k++) acc[k] = 0;
+    if (mn == 0xffffffffu) { /* all zero */
+        if (lid == 0)
+            for (uint k = 0; k < Q_LIMBS; k++) part[gid * Q_LIMBS + k] = 0;
+        return;
+    }
+    const uint emin = (mn + 1u) >> 23, emax = mx >> 23;
+    if (emin > 0 && emax - emin <= Q_SPAN) {
+        /* 2a: each |w| is m << (e - emin), a uint64 below 2^56; up to 64 per item */
+        ulong s = 0;
+        for (bn_size i = b + lid; i < e; i += Q_WG) {
+            uint u = w[start + i] & 0x7fffffffu, ex = u >> 23;
+            if (ex) s += (ulong)((u & 0x7fffffu) | 0x800000u) << (ex - emin);
+        }
+        /* reduce the low and high halves separately: no overflow for any Q_WG */
+        red[lid] = s & 0xffffffffUL;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint t = Q_WG / 2; t > 0; t >>= 1) {
+            if (lid < t) red[lid] += red[lid + t];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        ulong lo = red[0];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        red[lid] = s >> 32;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint t = Q_WG / 2; t > 0; t >>= 1) {
+            if (lid < t) red[lid] += red[lid + t];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (lid == 0) {
+            q_add_shifted(acc, lo, emin - 1u);
+            q_add_shifted(acc, red[0], emin - 1u + 32u);
+            for (uint k = 0; k < Q_LIMBS; k++) part[gid * Q_LIMBS + k] = acc[k];
+        }
+        return;
+    }
+    /* 2b: wide range or subnormals (rare): one item adds every element into
+     * the limbs, so that no private array lives across a barrier */
+    if (lid == 0) {
+        for (bn_size i = b; i < e; i++) {
+            uint u = w[start + i] & 0x7fffffffu, ex = u >> 23, m = u & 0x7fffffu;
+            if (ex) q_add_shifted(acc, (ulong)(m | 0x800000u), ex - 1u);
+            else q_add_shifted(acc, (ulong)m, 0u);
+        }
+        for (uint k = 0; k < Q_LIMBS; k++) part[gid * Q_LIMBS + k] = acc[k];
+    }
+}
+
+/* One item per T2 byte: byte j of block blk of row r holds columns
+ * 128 blk + 32 k + j, k = 0..3.  Scale of column c: s[r*sr + c/group]. */
+__kernel void q_pack(__global const float *w, bn_size rows, bn_size cols, bn_size nb, bn_size sr, bn_size group,
+                     __global const float *s, __global uchar *t2)
+{
+    const bn_size id = get_global_id(0);
+    if (id >= rows * nb * 32) return;
+    const bn_size r = id / (nb * 32), rest = id % (nb * 32), blk = rest / 32, j = rest % 32;
+    uint v = 0;
+    for (uint k = 0; k < 4; k++) {
+        bn_size c = blk * 128 + 32 * k + j;
+        uint code = 1;
+        if (c < cols) {
+            float p = w[r * cols + c] * s[r * sr + c / group];
+            code = 1u + (p > 0.5f ? 1u : 0u) - (p < -0.5f ? 1u : 0u); /* clamp(rint(p), -1, 1) + 1 */
+        }
+        v |= code << (2 * k);
+    }
+    t2[id] = (uchar)v;
+}
+
+/* Rounds (N + f) 2^X, 0 <= f < 1 (f > 0 iff sticky), N > 0, to float bits. */
+inline uint q_round_bits(ulong N, int sticky, int X)
+{
+    int p = 63 - (int)clz(N);
+    int E = p + X;
+    int keep = E >= -126 ? 24 : 24 - (-126 - E);
+    if (keep < 0) keep = -1;
+    int drop = p + 1 - keep;
+    ulong m;
+    if (drop <= 0) {
+        m = N << (-drop);
+    } else if (drop > 63) {
+        m = 0;
+    } else {
+        ulong rem = N & ((1UL << drop) - 1UL), hw = 1UL << (drop - 1);
+        m = N >> drop;
+        if (rem > hw || (rem == hw && (sticky || (m & 1UL)))) m++;
+    }
+    if (E >= -126) {
+        if (m == (1UL << 24)) {
+            m >>= 1;
+            E++;
+        }
+        if (E > 127) return 0x7f800000u;
+        return ((uint)(E + 127) << 23) | ((uint)m & 0x7fffffu);
+    }
+    return (uint)m;
+}
+
+/* a / b rounded to nearest even, for integer a in [-255, 255] and finite
+ * b > 0, from integers only (bn_div_rn_bits in lib/cpu/quantize.c). */
+inline uint q_div_bits(int a, float b)
+{
+    uint sign = a < 0 ? 0x80000000u : 0u;
+    uint ua = (uint)(a < 0 ? -a : a);
+    if (ua == 0) return 0u;
+    uint ub = as_uint(b);
+    int eb = (int)((ub >> 23) & 0xffu);
+    ulong mb = ub & 0x7fffffu;
+    if (eb) mb |= 0x800000UL;
+    else eb = 1;
+    ulong num = (ulong)ua << 50;
+    ulong N = num / mb, rem = num % mb;
+    return sign | q_round_bits(N, rem != 0, 100 - eb);
+}
+
+/* One work-group per row: m = max |x| (as bits), s = 127 / max(m, 1e-5f),
+ * q = clamp(rint(x * s), -128, 127). */
+__kernel void q_acts(__global const float *x, bn_size cols, __global char *q, __global float *s,
+                     __global uint *flag)
+{
+    __local uint red[Q_WG];
+    const uint lid = get_local_id(0);
+    const bn_size r = get_group_id(0);
+    __global const float *xr = x + r * cols;
+    uint mx = 0;
+    for (bn_size c = lid; c < cols; c += Q_WG) mx = max(mx, as_uint(xr[c]) & 0x7fffffffu);
+    red[lid] = mx;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
+        if (lid < t) red[lid] = max(red[lid], red[lid + t]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    mx = red[0];
+    if (mx >= 0x7f800000u) {
+        if (lid == 0) flag[0] = 1u;
+        return;
+    }
+    if (mx < 0x3727c5acu) mx = 0x3727c5acu; /* the bits of 1e-5f */
+    const float sc = as_float(q_div_bits(127, as_float(mx)));
+    if (lid == 0) s[r] = sc;
+    for (bn_size c = lid; c < cols; c += Q_WG) {
+        float v = rint(xr[c] * sc);
+        v = clamp(v, -128.0f, 127.0f);
+        q[r * cols + c] = (char)(int)v;
+    }
+}
+
+__kernel void q_dequant_w(__global const uchar *t2, bn_size rows, bn_size cols, bn_size rb, bn_size sr,
+                          bn_size group, __global const float *d, __global float *w, __global uint *flag)
+{
+    const bn_size id = get_global_id(0);
+    if (id >= rows * cols) return;
+    const bn_size r = id / cols, c = id % cols;
+    uint code = (t2[r * rb + (c / 128) * 32 + c % 32] >> (2 * ((c % 128) / 32))) & 3u;
+    uint db = as_uint(d[r * sr + c / group]);
+    if (code == 3u) flag[0] = 1u;
+    /* q * d for q in {-1, 0, 1} and finite d, exactly as IEEE multiplication */
+    uint out = code == 2u ? db : code == 0u ? db ^ 0x80000000u : db & 0x80000000u;
+    w[id] = as_float(out);
+}
+
+__kernel void q_dequant_a(__global const char *q, bn_size rows, bn_size cols, __global const float *s,
+                          __global float *x)
+{
+    const bn_size id = get_global_id(0);
+    if (id >= rows * cols) return;
+    x[id] = as_float(q_div_bits((int)q[id], s[id / cols]));
+}

@@ -1,0 +1,250 @@
+/*
+ * quantize.c - host code of the quantization family on OpenCL
+ * (kernels/quantize.cl).  Weights: q_absum gives exact partial sums of |w|
+ * per piece; the host merges them with the same bn_xsum arithmetic as the
+ * CPU, rounds once, computes d and s = 1/d (so no device division is
+ * trusted), uploads s, and q_pack writes T2.  Activations and
+ * dequantization are one kernel each.  Results are bit-identical to the CPU.
+ */
+#include "ocl.h"
+
+#include "../cpu/quantize.h"
+
+#include <stdlib.h>
+
+#define Q_WG 64
+#define Q_LIMBS 11
+#define Q_OPTS "-DQ_WG=64"
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* Buffers of one call, released together. */
+typedef struct {
+    bn_ocl *o;
+    cl_mem m[6];
+    int n;
+} bufs;
+
+static bitnet_status take(bufs *b, size_t bytes, cl_mem *out)
+{
+    bitnet_status st = bn_ocl_alloc(b->o, bytes ? bytes : 4, out);
+    if (st == BITNET_OK) b->m[b->n++] = *out;
+    return st;
+}
+
+static void release_all(bufs *b)
+{
+    for (int i = 0; i < b->n; i++) bn_ocl_release(b->o, b->m[i]);
+    b->n = 0;
+}
+
+static bitnet_status zero_flag(bn_ocl *o, cl_mem flag)
+{
+    const cl_uint z = 0;
+    return bn_ocl_upload(o, flag, 0, &z, sizeof z);
+}
+
+static bitnet_status read_flag(bn_ocl *o, cl_mem flag, cl_uint *v) { return bn_ocl_download(o, flag, 0, v, sizeof *v); }
+
+/* Scale layout of the kernels: scale of (r, c) is s[r * sr + c / group]. */
+static void scale_layout(bitnet_scale_kind kind, uint32_t group, uint64_t cols, cl_ulong *sr, cl_ulong *g)
+{
+    *sr = kind == BITNET_SCALE_TENSOR ? 0 : kind == BITNET_SCALE_ROW ? 1 : (cols + group - 1) / group;
+    *g = kind == BITNET_SCALE_GROUP ? group : ~(cl_ulong)0;
+}
+
+static size_t first_bad_float(const float *x, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return (size_t)i;
+    return (size_t)n;
+}
+
+bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols, bitnet_scale_kind kind,
+                                      uint32_t group, uint8_t *out_t2, float *d)
+{
+    bn_ocl *o = ctx;
+    const uint64_t n = rows * cols;
+    const uint64_t nsc = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? rows : rows * ((cols + group - 1) / group);
+    if (n == 0) {
+        for (uint64_t i = 0; i < nsc; i++) d[i] = 1e-5f;
+        return BITNET_OK;
+    }
+    cl_kernel ka, kp;
+    bitnet_status st = bn_ocl_kernel(o, "quantize", "q_absum", Q_OPTS, &ka);
+    if (st == BITNET_OK) st = bn_ocl_kernel(o, "quantize", "q_pack", Q_OPTS, &kp);
+    if (st) return st;
+    /* pieces: each work-group sums up to Q_WG * items elements of one slice */
+    const uint64_t slice = kind == BITNET_SCALE_TENSOR ? n : kind == BITNET_SCALE_ROW ? cols : group;
+    uint64_t items64 = (slice + Q_WG - 1) / Q_WG;
+    cl_uint items = (cl_uint)(items64 > 64 ? 64 : items64 ? items64 : 1);
+    const uint64_t piece = (uint64_t)Q_WG * items, pieces = (slice + piece - 1) / piece;
+    const uint64_t groups = nsc * pieces;
+    const size_t rb = bitnet_t2_row_bytes(cols), tbytes = (size_t)(rows * rb);
+    uint64_t *part = malloc((size_t)groups * Q_LIMBS * sizeof *part);
+    float *s = malloc((size_t)nsc * sizeof *s);
+    bufs b = {o, {0}, 0};
+    cl_mem bw, bpart, bflag, bs, bt2;
+    if (!part || !s) {
+        st = bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
+        goto out;
+    }
+    if ((st = take(&b, (size_t)n * 4, &bw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
+        (st = take(&b, 4, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) || (st = take(&b, tbytes, &bt2)))
+        goto out;
+    if ((st = bn_ocl_upload(o, bw, 0, w, (size_t)n * 4)) || (st = zero_flag(o, bflag))) goto out;
+    cl_uint ckind = (cl_uint)kind;
+    cl_ulong crows = rows, ccols = cols, cgroup = group ? group : 1, cpieces = pieces;
+    if ((st = bn_ocl_args(o, ka, 9, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols, &ccols,
+                          sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof items, &items, sizeof bpart, &bpart,
+                          sizeof bflag, &bflag)))
+        goto out;
+    size_t global = (size_t)groups * Q_WG, local = Q_WG;
+    if ((st = bn_ocl_run(o, ka, 1, &global, &local, "quantize_weights"))) goto out;
+    cl_uint flag;
+    if ((st = read_flag(o, bflag, &flag))) goto out;
+    if (flag) {
+        st = bn_quant_nonfinite("quantize_weights", w, cols, first_bad_float(w, n));
+        goto out;
+    }
+    if ((st = bn_ocl_download(o, bpart, 0, part, (size_t)groups * Q_LIMBS * 8))) goto out;
+    for (uint64_t sl = 0; sl < nsc; sl++) {
+        bn_xsum acc;
+        bn_xsum_zero(&acc);
+        for (uint64_t p = 0; p < pieces; p++)
+            for (unsigned k = 0; k < Q_LIMBS; k++) bn_xsum_add(&acc, part[(sl * pieces + p) * Q_LIMBS + k], 32 * k);
+        uint64_t len = slice;
+        if (kind == BITNET_SCALE_GROUP) { /* the last group of a row may be short */
+            uint64_t ng = (cols + group - 1) / group, c0 = (sl % ng) * group;
+            len = cols - c0 < group ? cols - c0 : group;
+        }
+        d[sl] = bn_absmean_scale(bn_xsum_to_double(&acc), len);
+        s[sl] = 1.0f / d[sl];
+    }
+    if ((st = bn_ocl_upload(o, bs, 0, s, (size_t)nsc * 4))) goto out;
+    cl_ulong nb = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK, sr, g;
+    scale_layout(kind, group, cols, &sr, &g);
+    if ((st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof crows, &crows, sizeof ccols, &ccols, sizeof nb, &nb,
+                          sizeof sr, &sr, sizeof g, &g, sizeof bs, &bs, sizeof bt2, &bt2)))
+        goto out;
+    local = 256 < bn_ocl_kernel_wg(o, kp) ? 256 : bn_ocl_kernel_wg(o, kp);
+    global = round_up(tbytes, local);
+    if ((st = bn_ocl_run(o, kp, 1, &global, &local, "quantize_weights"))) goto out;
+    if ((st = bn_ocl_download(o, bt2, 0, out_t2, tbytes))) goto out;
+    if (bn_test_perturb("quantize_weights")) out_t2[0] ^= 0x01;
+out:
+    release_all(&b);
+    free(part);
+    free(s);
+    return st;
+}
+
+bitnet_status bn_ocl_quantize_acts(void *ctx, const float *x, uint64_t rows, uint64_t cols, int8_t *q, float *s)
+{
+    bn_ocl *o = ctx;
+    const uint64_t n = rows * cols;
+    if (rows == 0) return BITNET_OK;
+    cl_kernel k;
+    bitnet_status st = bn_ocl_kernel(o, "quantize", "q_acts", Q_OPTS, &k);
+    if (st) return st;
+    bufs b = {o, {0}, 0};
+    cl_mem bx, bq, bs, bflag;
+    if ((st = take(&b, (size_t)n * 4, &bx)) || (st = take(&b, (size_t)n, &bq)) || (st = take(&b, (size_t)rows * 4, &bs)) ||
+        (st = take(&b, 4, &bflag)))
+        goto out;
+    if ((n && (st = bn_ocl_upload(o, bx, 0, x, (size_t)n * 4))) || (st = zero_flag(o, bflag))) goto out;
+    cl_ulong ccols = cols;
+    if ((st = bn_ocl_args(o, k, 5, sizeof bx, &bx, sizeof ccols, &ccols, sizeof bq, &bq, sizeof bs, &bs, sizeof bflag,
+                          &bflag)))
+        goto out;
+    size_t global = (size_t)rows * Q_WG, local = Q_WG;
+    if ((st = bn_ocl_run(o, k, 1, &global, &local, "quantize_acts"))) goto out;
+    cl_uint flag;
+    if ((st = read_flag(o, bflag, &flag))) goto out;
+    if (flag) {
+        st = bn_quant_nonfinite("quantize_acts", x, cols, first_bad_float(x, n));
+        goto out;
+    }
+    if ((n && (st = bn_ocl_download(o, bq, 0, q, (size_t)n))) || (st = bn_ocl_download(o, bs, 0, s, (size_t)rows * 4)))
+        goto out;
+    if (n && bn_test_perturb("quantize_acts")) {
+        uint64_t i = n / 2;
+        q[i] = (int8_t)(q[i] == 0 ? 1 : q[i] == -128 ? 127 : -q[i]);
+    }
+out:
+    release_all(&b);
+    return st;
+}
+
+bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t rows, uint64_t cols,
+                                        bitnet_scale_kind kind, uint32_t group, const float *d, float *w)
+{
+    bn_ocl *o = ctx;
+    const uint64_t n = rows * cols;
+    if (n == 0) return BITNET_OK;
+    cl_kernel k;
+    bitnet_status st = bn_ocl_kernel(o, "quantize", "q_dequant_w", Q_OPTS, &k);
+    if (st) return st;
+    const uint64_t nsc = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? rows : rows * ((cols + group - 1) / group);
+    const size_t rb = bitnet_t2_row_bytes(cols), tbytes = (size_t)(rows * rb);
+    bufs b = {o, {0}, 0};
+    cl_mem bt, bd, bw, bflag;
+    if ((st = take(&b, tbytes, &bt)) || (st = take(&b, (size_t)nsc * 4, &bd)) || (st = take(&b, (size_t)n * 4, &bw)) ||
+        (st = take(&b, 4, &bflag)))
+        goto out;
+    if ((st = bn_ocl_upload(o, bt, 0, t2, tbytes)) || (st = bn_ocl_upload(o, bd, 0, d, (size_t)nsc * 4)) ||
+        (st = zero_flag(o, bflag)))
+        goto out;
+    cl_ulong crows = rows, ccols = cols, crb = rb, sr, g;
+    scale_layout(kind, group, cols, &sr, &g);
+    if ((st = bn_ocl_args(o, k, 9, sizeof bt, &bt, sizeof crows, &crows, sizeof ccols, &ccols, sizeof crb, &crb,
+                          sizeof sr, &sr, sizeof g, &g, sizeof bd, &bd, sizeof bw, &bw, sizeof bflag, &bflag)))
+        goto out;
+    size_t local = 256 < bn_ocl_kernel_wg(o, k) ? 256 : bn_ocl_kernel_wg(o, k), global = round_up((size_t)n, local);
+    if ((st = bn_ocl_run(o, k, 1, &global, &local, "dequantize_weights"))) goto out;
+    cl_uint flag;
+    if ((st = read_flag(o, bflag, &flag))) goto out;
+    if (flag) { /* find the position on the host, the error path only */
+        st = bn_fail(BITNET_E_FORMAT, "dequantize_weights: invalid code 3");
+        for (uint64_t i = 0; i < n; i++) {
+            uint64_t r = i / cols, c = i % cols;
+            if (((t2[r * rb + (c / 128) * 32 + c % 32] >> (2 * ((c % 128) / 32))) & 3) == 3) {
+                st = bn_fail(BITNET_E_FORMAT, "dequantize_weights: invalid code 3 at row %llu, column %llu",
+                             (unsigned long long)r, (unsigned long long)c);
+                break;
+            }
+        }
+        goto out;
+    }
+    if ((st = bn_ocl_download(o, bw, 0, w, (size_t)n * 4))) goto out;
+    if (bn_test_perturb("dequantize_weights")) w[n / 2] = w[n / 2] != 0.0f ? -3.0f * w[n / 2] : 1.0f;
+out:
+    release_all(&b);
+    return st;
+}
+
+bitnet_status bn_ocl_dequantize_acts(void *ctx, const int8_t *q, uint64_t rows, uint64_t cols, const float *s, float *x)
+{
+    bn_ocl *o = ctx;
+    const uint64_t n = rows * cols;
+    if (n == 0) return BITNET_OK;
+    cl_kernel k;
+    bitnet_status st = bn_ocl_kernel(o, "quantize", "q_dequant_a", Q_OPTS, &k);
+    if (st) return st;
+    bufs b = {o, {0}, 0};
+    cl_mem bq, bs, bx;
+    if ((st = take(&b, (size_t)n, &bq)) || (st = take(&b, (size_t)rows * 4, &bs)) || (st = take(&b, (size_t)n * 4, &bx)))
+        goto out;
+    if ((st = bn_ocl_upload(o, bq, 0, q, (size_t)n)) || (st = bn_ocl_upload(o, bs, 0, s, (size_t)rows * 4))) goto out;
+    cl_ulong crows = rows, ccols = cols;
+    if ((st = bn_ocl_args(o, k, 5, sizeof bq, &bq, sizeof crows, &crows, sizeof ccols, &ccols, sizeof bs, &bs,
+                          sizeof bx, &bx)))
+        goto out;
+    size_t local = 256 < bn_ocl_kernel_wg(o, k) ? 256 : bn_ocl_kernel_wg(o, k), global = round_up((size_t)n, local);
+    if ((st = bn_ocl_run(o, k, 1, &global, &local, "dequantize_acts"))) goto out;
+    if ((st = bn_ocl_download(o, bx, 0, x, (size_t)n * 4))) goto out;
+    if (bn_test_perturb("dequantize_acts")) x[n / 2] = x[n / 2] != 0.0f ? -3.0f * x[n / 2] : 1.0f;
+out:
+    release_all(&b);
+    return st;
+}

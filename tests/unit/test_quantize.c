@@ -406,6 +406,44 @@ static void fast_cpu(void **state)
     unsetenv("BITNET_SIMD");
 }
 
+/* NaN/Inf, invalid codes and the planted bug, on one backend */
+static void errors_backend(bitnet_backend *be)
+{
+    float w[5 * 300];
+    for (int i = 0; i < 1500; i++) w[i] = rndf();
+    w[3 * 300 + 201] = NAN;
+    uint8_t t2[5 * 96], t2r[5 * 96];
+    float d[5 * 10], dr[5 * 10], x[1500];
+    int8_t q[1500], qr[1500];
+    for (int k = 1; k <= 3; k++) {
+        assert_int_equal(bitnet_quantize_weights(be, w, 5, 300, (bitnet_scale_kind)k, 32, t2, d), BITNET_E_NUMERIC);
+        assert_non_null(strstr(bitnet_error_detail(), "row 3, column 201"));
+    }
+    w[3 * 300 + 201] = INFINITY;
+    assert_int_equal(bitnet_quantize_acts(be, w, 5, 300, q, d), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "row 3, column 201"));
+    w[3 * 300 + 201] = 0.5f;
+    assert_int_equal(bitnet_quantize_weights(be, w, 5, 300, BITNET_SCALE_ROW, 0, t2, d), BITNET_OK);
+    t2[96 * 4 + 32 + 7] |= 0xc0; /* code 3: row 4, column 128 + 96 + 7 */
+    assert_int_equal(bitnet_dequantize_weights(be, t2, 5, 300, BITNET_SCALE_ROW, 0, d, x), BITNET_E_FORMAT);
+    assert_non_null(strstr(bitnet_error_detail(), "row 4, column 231"));
+    /* the planted bug shows in the fast path and never in the _ref */
+    setenv("BITNET_TEST_PERTURB", "quantize_weights,quantize_acts,dequantize_weights,dequantize_acts", 1);
+    assert_int_equal(bitnet_quantize_weights_ref(w, 5, 300, BITNET_SCALE_TENSOR, 0, t2r, dr), BITNET_OK);
+    assert_int_equal(bitnet_quantize_weights(be, w, 5, 300, BITNET_SCALE_TENSOR, 0, t2, d), BITNET_OK);
+    assert_true(memcmp(t2r, t2, sizeof t2) != 0);
+    assert_int_equal(bitnet_quantize_acts_ref(w, 5, 300, qr, dr), BITNET_OK);
+    assert_int_equal(bitnet_quantize_acts(be, w, 5, 300, q, d), BITNET_OK);
+    assert_true(memcmp(qr, q, sizeof q) != 0);
+    float xr[1500];
+    assert_int_equal(bitnet_dequantize_acts_ref(qr, 5, 300, dr, xr), BITNET_OK);
+    assert_int_equal(bitnet_dequantize_acts(be, qr, 5, 300, dr, x), BITNET_OK);
+    assert_true(memcmp(xr, x, sizeof x) != 0);
+    unsetenv("BITNET_TEST_PERTURB");
+    assert_int_equal(bitnet_quantize_acts(be, w, 5, 300, q, d), BITNET_OK);
+    assert_memory_equal(qr, q, sizeof q);
+}
+
 static void fast_opencl(void **state)
 {
     (void)state;
@@ -416,6 +454,7 @@ static void fast_opencl(void **state)
     }
     compare_backend(be, "opencl", 0);
     ties_backend(be, "opencl");
+    errors_backend(be);
     compare_backend(be, "opencl", 1);
     bitnet_backend_free(be);
 }
@@ -429,6 +468,9 @@ static void perturb_hook(void **state)
     int8_t qr[900], qf[900];
     float sr[3], sf[3];
     bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 2), BITNET_OK);
+    errors_backend(be);
+    bitnet_backend_free(be);
     assert_int_equal(bitnet_backend_create(&be, "cpu", 1), BITNET_OK);
     setenv("BITNET_TEST_PERTURB", "quantize_weights,quantize_acts", 1);
     assert_int_equal(bitnet_quantize_weights_ref(w, 3, 300, BITNET_SCALE_TENSOR, 0, t2r, &dr), BITNET_OK);

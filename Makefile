@@ -106,8 +106,9 @@ $(LIB_A): $(LIB_OBJ)
 	$(Q)rm -f $@ && ar rcs $@ $^
 
 # A tool is tools/NAME.c, plus tools/NAME/*.c when it needs more than one file.
+# (No % in the secondary expansion: make replaces it with the stem first.)
 .SECONDEXPANSION:
-$(BUILD)/bin/%: $(BUILD)/tools/%.o $$(patsubst %.c,$(BUILD)/%.o,$$(wildcard tools/$$*/*.c)) $(TOOL_COMMON_OBJ) $(LIB_A)
+$(BUILD)/bin/%: $(BUILD)/tools/%.o $$(addprefix $(BUILD)/,$$(subst .c,.o,$$(wildcard tools/$$*/*.c))) $(TOOL_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)

@@ -190,6 +190,7 @@ int main(int argc, char **argv)
         if (!rc) rc = EXIT_IO;
     }
 out:
+    free(std.force); /* not in the table: nothing to force */
     arg_freetable(table, sizeof table / sizeof table[0]);
     return rc;
 }

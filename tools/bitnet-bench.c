@@ -220,7 +220,8 @@ int main(int argc, char **argv)
         char *text = NULL;
         bitnet_status st = fmt == BENCH_FMT_JSON || fmt == BENCH_FMT_JSONL ? bitnet_devices_json(&text) : bitnet_devices_text(&text);
         if (st) { rc = tool_fail(st, "listing devices"); goto cleanup; }
-        fputs(text, stdout);
+        fputs(text, stdout); /* as bitnet-info --devices prints it */
+        if (*text && text[strlen(text) - 1] != '\n') putchar('\n');
         free(text);
         rc = fflush(stdout) ? EXIT_IO : EXIT_OK;
         goto cleanup;

@@ -155,13 +155,16 @@ static bitnet_status cal_data_init(cal_data *d, uint64_t max_bytes)
 {
     memset(d, 0, sizeof *d);
     d->max_bytes = max_bytes;
-    size_t nf = (size_t)(max_bytes / 4) + TOKENS * COLS, rows = (size_t)(max_bytes / COLS) + TOKENS;
+    /* f32 buffers of max_bytes; T2 and int8 codes of max_bytes (bitlinear's
+     * weights are all of its bytes); a scale per row of the most rows (T2) */
+    size_t nf = (size_t)(max_bytes / 4) + TOKENS * COLS, nb = (size_t)max_bytes + TOKENS * COLS;
+    size_t rows = (size_t)(max_bytes / (COLS / 4)) + TOKENS;
     d->f1 = malloc(nf * sizeof(float));
     d->f2 = malloc(nf * sizeof(float));
     d->f3 = malloc(nf * sizeof(float));
     d->sc = malloc(rows * sizeof(float));
-    d->i8 = malloc(nf);
-    d->t2 = malloc(nf);
+    d->i8 = malloc(nb);
+    d->t2 = malloc(nb);
     if (!d->f1 || !d->f2 || !d->f3 || !d->sc || !d->i8 || !d->t2) {
         cal_data_free(d);
         return bn_fail(BITNET_E_NOMEM, "calibration: out of memory");
@@ -172,6 +175,9 @@ static bitnet_status cal_data_init(cal_data *d, uint64_t max_bytes)
         float v = (float)((int)(r % 2001) - 1000) / 1000.0f;
         d->f1[i] = v != 0.0f ? v : 0.5f;
         d->f2[i] = (float)((int)((r >> 16) % 1999) - 999) / 997.0f + 1.5f;
+    }
+    for (size_t i = 0; i < nb; i++) {
+        uint64_t r = rng_next(&s);
         d->i8[i] = (int8_t)((int)((r >> 32) % 255) - 127);
         uint8_t b = 0;
         for (int k = 0; k < 4; k++) b = (uint8_t)(b | (((r >> (40 + 3 * k)) % 3) << (2 * k)));

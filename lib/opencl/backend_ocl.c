@@ -58,5 +58,11 @@ const bn_backend_ops bn_ocl_ops = {
     .bitlinear = bn_ocl_bitlinear,
     .matmul_f32 = bn_ocl_matmul_f32,
     .quantize_weights = bn_ocl_quantize_weights, .quantize_acts = bn_ocl_quantize_acts, .dequantize_weights = bn_ocl_dequantize_weights, .dequantize_acts = bn_ocl_dequantize_acts,
+    .binary = bn_ocl_binary,
+    .unary = bn_ocl_unary,
+    .softmax = bn_ocl_softmax,
+    .reduce = bn_ocl_reduce,
+    .layernorm = bn_ocl_layernorm,
+    .permute = bn_ocl_permute,
     /* more ops above */
 };

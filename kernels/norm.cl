@@ -1,0 +1,70 @@
+/*
+ * norm.cl - LayerNorm and RMSNorm over the last axis: one work-group per
+ * row; the mean, then the centred variance, through local-memory trees in
+ * double where the device has it; y rounded once.
+ */
+#ifndef NM_WG
+#define NM_WG 256 /* work-group size (a power of two) */
+#endif
+#ifndef BN_GPU
+#define BN_GPU 1
+#endif
+
+#if BN_HAS_FP64
+typedef double nm_real;
+#else
+typedef float nm_real;
+#endif
+
+#if BN_GPU
+#define NM_FOR(i, lid, len) for (bn_size i = (lid); i < (len); i += NM_WG)
+#else
+#define NM_FOR(i, lid, len)                                                        \
+    for (bn_size per_ = ((len) + NM_WG - 1) / NM_WG, i = (lid)*per_;               \
+         i < (len) && i < ((bn_size)(lid) + 1) * per_; i++)
+#endif
+
+/* Sum of v over the work-group (every item gets it). */
+inline nm_real nm_sum(__local nm_real *l, nm_real v, uint lid)
+{
+    l[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = NM_WG / 2; s > 0; s >>= 1) {
+        if (lid < s) l[lid] += l[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    nm_real r = l[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+__kernel __attribute__((reqd_work_group_size(NM_WG, 1, 1)))
+void norm_rows(__global const float *x, __global const float *w, __global const float *b, __global float *y,
+               const bn_size cols, const float eps, const int rms, const int has_w, const int has_b,
+               const long perturb)
+{
+    __local nm_real l[NM_WG];
+    const bn_size row = get_group_id(0);
+    const uint lid = get_local_id(0);
+    __global const float *xr = x + row * cols;
+    nm_real mean = 0, acc = 0;
+    if (!rms) {
+        NM_FOR(i, lid, cols) acc += (nm_real)xr[i];
+        mean = nm_sum(l, acc, lid) / (nm_real)cols;
+    }
+    acc = 0;
+    NM_FOR(i, lid, cols) {
+        nm_real d = (nm_real)xr[i] - mean;
+        acc += d * d;
+    }
+    const nm_real var = nm_sum(l, acc, lid) / (nm_real)cols;
+    const nm_real rstd = (nm_real)1 / sqrt(var + (nm_real)eps);
+    NM_FOR(i, lid, cols) {
+        nm_real v = ((nm_real)xr[i] - mean) * rstd;
+        if (has_w) v *= (nm_real)w[i];
+        if (has_b) v += (nm_real)b[i];
+        float f = (float)v;
+        if ((long)(row * cols + i) == perturb) f = bn_perturb(f);
+        y[row * cols + i] = f;
+    }
+}

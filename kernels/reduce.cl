@@ -1,0 +1,130 @@
+/*
+ * reduce.cl - sum, mean, max, min, argmax.  Rows ([kept, reduced]) take two
+ * passes with no float atomics, so results do not depend on scheduling:
+ * reduce_part gives one partial per (row, chunk) through a local-memory
+ * tree, reduce_final combines a row's partials in order.  [outer, len,
+ * inner] reduced over len: reduce_cols, one work-item per output.
+ * Sums in double where the device has it.  max/min propagate NaN; argmax
+ * gives the first maximum, or the first NaN.  Op codes: bitnet_reduce_op.
+ */
+#ifndef RD_WG
+#define RD_WG 256
+#endif
+#ifndef BN_GPU
+#define BN_GPU 1
+#endif
+
+#if BN_HAS_FP64
+typedef double rd_real;
+#else
+typedef float rd_real;
+#endif
+
+/* Is (v, vi) a better pick than (b, bi)?  op 3 = min, else max. */
+inline int rd_better(int op, float v, long vi, float b, long bi)
+{
+    if (isnan(b)) return isnan(v) && vi < bi;
+    if (isnan(v)) return 1;
+    if (op == 3 ? v < b : v > b) return 1;
+    return v == b && vi < bi;
+}
+
+#if BN_GPU
+#define RD_FOR(i, lid, lo, hi) for (bn_size i = (lo) + (lid); i < (hi); i += RD_WG)
+#else
+#define RD_FOR(i, lid, lo, hi)                                                                 \
+    for (bn_size per_ = ((hi) - (lo) + RD_WG - 1) / RD_WG, i = (lo) + (lid)*per_;              \
+         i < (hi) && i < (lo) + ((bn_size)(lid) + 1) * per_; i++)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(RD_WG, 1, 1)))
+void reduce_part(__global const float *x, __global rd_real *psum, __global float *pval, __global long *pidx,
+                 const bn_size len, const bn_size chunk, const bn_size nchunks, const int op)
+{
+    __local rd_real ls[RD_WG];
+    __local float lv[RD_WG];
+    __local long li[RD_WG];
+    const bn_size g = get_group_id(0), row = g / nchunks, c = g % nchunks;
+    const uint lid = get_local_id(0);
+    const bn_size lo = c * chunk, hi = lo + chunk < len ? lo + chunk : len;
+    __global const float *xr = x + row * len;
+    rd_real s = 0;
+    float best = NAN;
+    long bi = LONG_MAX; /* LONG_MAX: nothing seen */
+    if (op <= 1) {
+        RD_FOR(i, lid, lo, hi) s += (rd_real)xr[i];
+    } else {
+        RD_FOR(i, lid, lo, hi) {
+            float v = xr[i];
+            if (bi == LONG_MAX || rd_better(op, v, (long)i, best, bi)) { best = v; bi = (long)i; }
+        }
+    }
+    ls[lid] = s;
+    lv[lid] = best;
+    li[lid] = bi;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = RD_WG / 2; h > 0; h >>= 1) {
+        if (lid < h) {
+            ls[lid] += ls[lid + h];
+            if (li[lid + h] != LONG_MAX && (li[lid] == LONG_MAX || rd_better(op, lv[lid + h], li[lid + h], lv[lid], li[lid]))) {
+                lv[lid] = lv[lid + h];
+                li[lid] = li[lid + h];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        psum[g] = ls[0];
+        pval[g] = lv[0];
+        pidx[g] = li[0];
+    }
+}
+
+inline void rd_put(int op, __global float *y, __global long *idx, bn_size o, rd_real s, float m, long mi, bn_size n,
+                   int has_y, int has_idx, long perturb)
+{
+    float v = op == 0 ? (float)s : op == 1 ? (float)(s / (rd_real)n) : op == 4 ? (float)mi : m;
+    if ((long)o == perturb) {
+        v = bn_perturb(v);
+        mi ^= 1;
+    }
+    if (has_y) y[o] = v;
+    if (has_idx) idx[o] = mi;
+}
+
+__kernel void reduce_final(__global const rd_real *psum, __global const float *pval, __global const long *pidx,
+                           __global float *y, __global long *idx, const bn_size rows, const bn_size nchunks,
+                           const int op, const bn_size len, const int has_y, const int has_idx, const long perturb)
+{
+    const bn_size r = get_global_id(0);
+    if (r >= rows) return;
+    rd_real s = 0;
+    float m = pval[r * nchunks];
+    long mi = pidx[r * nchunks];
+    for (bn_size c = 0; c < nchunks; c++) {
+        s += psum[r * nchunks + c];
+        if (c && rd_better(op, pval[r * nchunks + c], pidx[r * nchunks + c], m, mi)) {
+            m = pval[r * nchunks + c];
+            mi = pidx[r * nchunks + c];
+        }
+    }
+    rd_put(op, y, idx, r, s, m, mi, len, has_y, has_idx, perturb);
+}
+
+__kernel void reduce_cols(__global const float *x, __global float *y, __global long *idx, const bn_size outer,
+                          const bn_size len, const bn_size inner, const int op, const int has_y, const int has_idx,
+                          const long perturb)
+{
+    const bn_size g = get_global_id(0);
+    if (g >= outer * inner) return;
+    __global const float *xs = x + (g / inner) * len * inner + g % inner;
+    rd_real s = 0;
+    float m = xs[0];
+    long mi = 0;
+    for (bn_size l = 0; l < len; l++) {
+        float v = xs[l * inner];
+        s += (rd_real)v;
+        if (l && rd_better(op, v, (long)l, m, mi)) { m = v; mi = (long)l; }
+    }
+    rd_put(op, y, idx, g, s, m, mi, len, has_y, has_idx, perturb);
+}

@@ -1,0 +1,93 @@
+/*
+ * reduce.c - OpenCL host code of the reductions (kernels/reduce.cl): rows
+ * in two deterministic passes, reduced middle axes one work-item per
+ * output, any other pattern permuted on the device first.
+ */
+#include "tensor_ops.h"
+
+#define RD_WG 256
+#define RD_CHUNK (1u << 16)
+
+static bitnet_status rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t rows, uint64_t len, int op,
+                               cl_mem by, cl_mem bi, int has_y, int has_idx, cl_long perturb)
+{
+    cl_kernel kp, kf;
+    bitnet_status st;
+    if ((st = bn_ocl_kernel(o, "reduce", "reduce_part", opts, &kp)) || (st = bn_ocl_kernel(o, "reduce", "reduce_final", opts, &kf)))
+        return st;
+    if (bn_ocl_kernel_wg(o, kp) < RD_WG)
+        return bn_fail(BITNET_E_DEVICE, "reduce: the device takes work-groups of %zu < %d", bn_ocl_kernel_wg(o, kp), RD_WG);
+    uint64_t chunk = len < RD_CHUNK ? (len ? len : 1) : RD_CHUNK, nchunks = (len + chunk - 1) / chunk;
+    if (nchunks == 0) nchunks = 1;
+    uint64_t np = rows * nchunks;
+    cl_mem ps = NULL, pv = NULL, pi = NULL;
+    if (!(st = bn_tops_alloc(o, np * 8, &ps)) && !(st = bn_tops_alloc(o, np * 4, &pv))) st = bn_tops_alloc(o, np * 8, &pi);
+    cl_ulong cl = len, cc = chunk, cn = nchunks, cr = rows;
+    cl_int cop = op, hy = has_y, hi = has_idx;
+    size_t wg = RD_WG, global = (size_t)np * RD_WG;
+    if (!st)
+        st = bn_ocl_args(o, kp, 8, sizeof bx, &bx, sizeof ps, &ps, sizeof pv, &pv, sizeof pi, &pi, sizeof cl, &cl,
+                         sizeof cc, &cc, sizeof cn, &cn, sizeof cop, &cop);
+    if (!st) st = bn_ocl_run(o, kp, 1, &global, &wg, "reduce");
+    size_t wf = bn_tops_wg(o, kf, 64), gf = bn_tops_round(rows, wf);
+    if (!st)
+        st = bn_ocl_args(o, kf, 12, sizeof ps, &ps, sizeof pv, &pv, sizeof pi, &pi, sizeof by, &by, sizeof bi, &bi,
+                         sizeof cr, &cr, sizeof cn, &cn, sizeof cop, &cop, sizeof cl, &cl, sizeof hy, &hy, sizeof hi, &hi,
+                         sizeof perturb, &perturb);
+    if (!st) st = bn_ocl_run(o, kf, 1, &gf, &wf, "reduce");
+    if (!st) st = bn_ocl_finish(o); /* the partial buffers go back to the pool */
+    bn_ocl_release(o, ps);
+    bn_ocl_release(o, pv);
+    bn_ocl_release(o, pi);
+    return st;
+}
+
+bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
+                            uint32_t axes_mask, float *y, int64_t *idx)
+{
+    bn_ocl *o = ctx;
+    bn_rplan p;
+    bn_reduce_plan(s, axes_mask, &p);
+    if (p.n_out == 0) return BITNET_OK;
+    if (p.n_red == 0) { /* sum 0, mean NaN (max/min/argmax were refused): nothing for a device */
+        for (uint64_t i = 0; i < p.n_out && y; i++) y[i] = op == BITNET_RED_MEAN ? NAN : 0.0f;
+        return BITNET_OK;
+    }
+    const uint64_t n = p.n_out * p.n_red;
+    char opts[256];
+    snprintf(opts, sizeof opts, "%s -DRD_WG=%d", bn_tops_options(o), RD_WG);
+    cl_long perturb = bn_test_perturb("reduce") ? (cl_long)(p.n_out / 2) : -1;
+    cl_mem bx = NULL, bt = NULL, by = NULL, bi = NULL;
+    bitnet_status st = bn_tops_put(o, x, n * sizeof(float), &bx);
+    if (!st) st = bn_tops_alloc(o, y ? p.n_out * sizeof(float) : 4, &by);
+    if (!st) st = bn_tops_alloc(o, idx ? p.n_out * sizeof(int64_t) : 8, &bi);
+    if (st) goto out;
+    if (p.rank <= 1 || (p.rank == 2 && p.red[1])) {
+        uint64_t len = p.rank && p.red[p.rank - 1] ? p.dims[p.rank - 1] : 1;
+        st = rows_pass(o, opts, bx, p.n_out, len, op, by, bi, y != NULL, idx != NULL, perturb);
+    } else if (p.rank <= 3 && (p.rank == 2 ? p.red[0] : p.red[1])) {
+        cl_kernel k;
+        if ((st = bn_ocl_kernel(o, "reduce", "reduce_cols", opts, &k))) goto out;
+        cl_ulong co = p.rank == 3 ? p.dims[0] : 1, cl = p.dims[p.rank - 2], ci = p.dims[p.rank - 1];
+        cl_int cop = op, hy = y != NULL, hi = idx != NULL;
+        size_t wg = bn_tops_wg(o, k, 64), global = bn_tops_round(co * ci, wg);
+        st = bn_ocl_args(o, k, 10, sizeof bx, &bx, sizeof by, &by, sizeof bi, &bi, sizeof co, &co, sizeof cl, &cl,
+                         sizeof ci, &ci, sizeof cop, &cop, sizeof hy, &hy, sizeof hi, &hi, sizeof perturb, &perturb);
+        if (!st) st = bn_ocl_run(o, k, 1, &global, &wg, "reduce");
+    } else { /* kept axes first, reduced last, then rows */
+        bitnet_shape ps = {p.rank, {0}};
+        uint32_t perm[BITNET_MAX_RANK], np = 0;
+        for (uint32_t i = 0; i < p.rank; i++) { ps.dims[i] = p.dims[i]; if (!p.red[i]) perm[np++] = i; }
+        for (uint32_t i = 0; i < p.rank; i++) if (p.red[i]) perm[np++] = i;
+        if (!(st = bn_tops_alloc(o, n * sizeof(float), &bt)) && !(st = bn_ocl_permute_buf(o, bx, &ps, perm, bt, -1)))
+            st = rows_pass(o, opts, bt, p.n_out, p.n_red, op, by, bi, y != NULL, idx != NULL, perturb);
+    }
+    if (!st && y) st = bn_ocl_download(o, by, 0, y, p.n_out * sizeof(float));
+    if (!st && idx) st = bn_ocl_download(o, bi, 0, idx, p.n_out * sizeof(int64_t));
+out:
+    bn_ocl_release(o, bx);
+    bn_ocl_release(o, bt);
+    bn_ocl_release(o, by);
+    bn_ocl_release(o, bi);
+    return st;
+}

@@ -113,7 +113,7 @@ const char *bitnet_cache_dir(char *buf, size_t size)
     else if (home && *home)
         n = snprintf(buf, size, "%s/.cache/bitnet", home);
     else
-        n = snprintf(buf, size, "%s", ".bitnet-cache");
+        n = -1; /* nowhere sensible: no cache */
     if (n < 0 || (size_t)n >= size) {
         buf[0] = 0;
         return NULL;

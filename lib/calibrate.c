@@ -349,6 +349,7 @@ bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t 
         if (ost == BITNET_OK)
             for (int k = n - 1; k >= 0 && ocl_ms[k] < cpu_ms[k]; k--) thr = rep[k];
         be->threshold[i] = thr;
+        if (thr < be->floor) be->floor = thr;
         json_object_set_new(th, bn_ops[i].name, json_integer((json_int_t)thr));
         if (ost != BITNET_OK)
             put(report, size, &pos, "%-18s OpenCL failed (%s: %s): stays on the CPU\n", bn_ops[i].name,

@@ -387,6 +387,7 @@ static void test_cache_dir(void **state)
     char buf[512];
     const char *old = getenv("XDG_CACHE_HOME");
     char *saved = old ? strdup(old) : NULL;
+    char *saved_home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
     setenv("XDG_CACHE_HOME", "/some/where", 1);
     assert_string_equal(bitnet_cache_dir(buf, sizeof buf), "/some/where/bitnet");
     setenv("XDG_CACHE_HOME", "relative/ignored", 1); /* the spec wants absolute paths */
@@ -396,8 +397,12 @@ static void test_cache_dir(void **state)
     assert_string_equal(bitnet_cache_dir(buf, sizeof buf), "/home/u/.cache/bitnet");
     char small[8];
     assert_null(bitnet_cache_dir(small, sizeof small));
+    unsetenv("HOME");
+    assert_null(bitnet_cache_dir(buf, sizeof buf)); /* nowhere: no cache rather than the current directory */
     if (saved) setenv("XDG_CACHE_HOME", saved, 1);
+    if (saved_home) setenv("HOME", saved_home, 1);
     free(saved);
+    free(saved_home);
 }
 
 int main(void)

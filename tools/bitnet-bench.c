@@ -318,7 +318,15 @@ int main(int argc, char **argv)
     /* rooflines, once per device, before anything else runs */
     for (size_t d = 0; d < ndev; d++) {
         progress("roofline", "", devnames[d], 0);
-        bitnet_status st = bitnet_backend_bandwidth(bes[d], o.roof_bytes, &devs[d].copy_gbs, &devs[d].read_gbs);
+        /* a ceiling: the best of three measurements */
+        bitnet_status st = BITNET_OK;
+        devs[d].copy_gbs = devs[d].read_gbs = 0;
+        for (int i = 0; i < 3 && !st; i++) {
+            double c = 0, r = 0;
+            st = bitnet_backend_bandwidth(bes[d], o.roof_bytes, &c, &r);
+            devs[d].copy_gbs = fmax(devs[d].copy_gbs, c);
+            devs[d].read_gbs = fmax(devs[d].read_gbs, r);
+        }
         if (st) {
             msg_warn("%s: no roofline: %s (%s)", devnames[d], bitnet_strerror(st), bitnet_error_detail());
             devs[d].copy_gbs = devs[d].read_gbs = NAN;

@@ -8,7 +8,7 @@ REAL=$TESTDATA/real/fastml-jet-b158.safetensors
 HEP=$TESTDATA/real/hep-bitnet-mnist-b158.safetensors
 
 # ---- round trips: exact bytes ----
-expect_rc 0 "safetensors -> bnt" bitnet-convert "$REAL" -o "$T/a.bnt"
+expect_rc 0 "safetensors -> bnt" bitnet-convert "$REAL" -o "$T/act.bnt"
 expect_rc 0 "bnt -> npy of one tensor" bitnet-convert "$T/a.bnt" -t layers.1.weight -o "$T/via_bnt.npy"
 expect_rc 0 "safetensors -> npy directly" bitnet-convert "$REAL" -t layers.1.weight -o "$T/direct.npy"
 check "npy through .bnt equals npy written from the original (cmp)" cmp "$T/via_bnt.npy" "$T/direct.npy"
@@ -62,15 +62,44 @@ expect_err "no bf16 dtype" "the bf16 refusal says why"
 expect_rc 2 "float to ternary is refused" bitnet-convert "$REAL" --dtype t2 -o "$T/t.bnt"
 expect_err "bitnet-quantize" "the refusal points to bitnet-quantize"
 
-# ---- ternary: dequantize for npy/safetensors ----
-if [ -x "$BIN/bitnet-quantize" ] && bitnet-quantize "$REAL" -o "$T/q.bnt" >/dev/null 2>&1; then
+# ---- ternary and int8: dequantize for npy/safetensors ----
+if [ -x "$BIN/bitnet-quantize" ]; then
+    # w = [[2, -2, 0], [1, -4, 3]]: absmean d = 2, q = [[1, -1, 0], [0, -1, 1]]
+    # (0.5 rounds to even, -2 and 1.5 clamp/round to -1 and 1), so w' = q * d
+    { head -c 128 "$TESTDATA/npy/good_f32_v1.npy"
+      printf '\000\000\000\100\000\000\000\300\000\000\000\000\000\000\200\077\000\000\200\300\000\000\100\100'; } > "$T/w.npy"
+    printf '\000\000\000\100\000\000\000\300\000\000\000\000\000\000\000\000\000\000\000\300\000\000\000\100' > "$T/want_dq"
+    expect_rc 0 "quantize a hand-made matrix (t2)" bitnet-quantize "$T/w.npy" -t array -o "$T/q.bnt"
+    expect_rc 1 "ternary tensors are refused by npy" bitnet-convert "$T/q.bnt" -o "$T/q.npy"
+    expect_err "dequantize first (bitnet-convert --dtype f32)" "the message says to dequantize with --dtype f32"
+    check "and nothing is written" [ ! -e "$T/q.npy" ]
     expect_rc 1 "ternary tensors are refused by safetensors" bitnet-convert "$T/q.bnt" -o "$T/q.safetensors"
-    expect_err "dtype f32" "the message says to dequantize with --dtype f32"
-    expect_rc 0 "--dtype f32 dequantizes" bitnet-convert "$T/q.bnt" --dtype f32 -o "$T/dq.safetensors"
-    expect_rc 0 "info dequantized" bitnet-info "$T/dq.safetensors"
-    expect_out "layers.0.weight  *f32" "dequantized weights are f32"
-    expect_rc 0 "t2 -> t3 -> t2" sh -c "bitnet-convert '$T/q.bnt' --dtype t3 -o - | bitnet-convert - --dtype t2 -o '$T/q2.bnt'"
-    expect_rc 0 "same values after t3 and back" sh -c "bitnet-convert '$T/q2.bnt' --dtype f32 -o '$T/dq2.safetensors' && tail -c 25348 '$T/dq.safetensors' > '$T/x1' && tail -c 25348 '$T/dq2.safetensors' > '$T/x2' && cmp '$T/x1' '$T/x2'"
+    expect_rc 0 "--dtype f32 dequantizes t2" bitnet-convert "$T/q.bnt" --dtype f32 -o "$T/dq.npy"
+    tail -c 24 "$T/dq.npy" > "$T/got_dq"
+    check "dequantized values are q * d" cmp "$T/want_dq" "$T/got_dq"
+    expect_rc 0 "quantize as t3" bitnet-quantize "$T/w.npy" -t array --pack base3 -o "$T/q3.bnt"
+    expect_rc 0 "--dtype f32 dequantizes t3" bitnet-convert "$T/q3.bnt" --dtype f32 -o "$T/dq3.npy"
+    tail -c 24 "$T/dq3.npy" > "$T/got_dq3"
+    check "t3 dequantizes to the same values" cmp "$T/want_dq" "$T/got_dq3"
+    expect_rc 0 "t3 -> t2 -> f32 through pipes" sh -c "bitnet-convert '$T/q3.bnt' --dtype t2 -o - | bitnet-convert - --dtype f32 -o '$T/dq32.npy'"
+    check "t3 -> t2 keeps the codes" cmp "$T/dq.npy" "$T/dq32.npy"
+    expect_rc 0 "dequantize to bf16" bitnet-convert "$T/q.bnt" --dtype bf16 -o "$T/dq.safetensors"
+    printf '\000\100\000\300\000\000\000\000\000\300\000\100' > "$T/want_bf"
+    tail -c 12 "$T/dq.safetensors" > "$T/got_bf"
+    check "bf16 dequantized values" cmp "$T/want_bf" "$T/got_bf"
+    expect_rc 2 "ternary to an integer dtype is refused" bitnet-convert "$T/q.bnt" --dtype i8 -o "$T/x.bnt"
+    expect_err "float dtype" "says a float dtype is needed"
+    # int8 activations, absmax per row: row 0 has s = 127/2, q = [127, -127, 0] -> x = [2, -2, 0]; x[1][1] = -4
+    expect_rc 0 "quantize activations (int8 + row scales)" bitnet-quantize "$T/w.npy" --activations -o "$T/act.bnt"
+    expect_rc 0 "--dtype f32 dequantizes int8 with scales" bitnet-convert "$T/act.bnt" --dtype f32 -o "$T/da.npy"
+    tail -c 24 "$T/da.npy" | head -c 12 > "$T/got_a0"
+    head -c 12 "$T/want_dq" > "$T/want_a0"
+    check "x = q / s on the first row" cmp "$T/want_a0" "$T/got_a0"
+    tail -c 8 "$T/da.npy" | head -c 4 > "$T/got_a4"
+    printf '\000\000\200\300' > "$T/want_a4"
+    check "x = q / s at the row maximum" cmp "$T/want_a4" "$T/got_a4"
+    expect_rc 0 "the real model quantized, then dequantized to safetensors" \
+        sh -c "bitnet-quantize '$REAL' -o - | bitnet-convert - --dtype f16 -o '$T/rq.safetensors'"
 fi
 
 # ---- globs ----

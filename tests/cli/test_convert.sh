@@ -8,7 +8,7 @@ REAL=$TESTDATA/real/fastml-jet-b158.safetensors
 HEP=$TESTDATA/real/hep-bitnet-mnist-b158.safetensors
 
 # ---- round trips: exact bytes ----
-expect_rc 0 "safetensors -> bnt" bitnet-convert "$REAL" -o "$T/act.bnt"
+expect_rc 0 "safetensors -> bnt" bitnet-convert "$REAL" -o "$T/a.bnt"
 expect_rc 0 "bnt -> npy of one tensor" bitnet-convert "$T/a.bnt" -t layers.1.weight -o "$T/via_bnt.npy"
 expect_rc 0 "safetensors -> npy directly" bitnet-convert "$REAL" -t layers.1.weight -o "$T/direct.npy"
 check "npy through .bnt equals npy written from the original (cmp)" cmp "$T/via_bnt.npy" "$T/direct.npy"

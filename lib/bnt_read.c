@@ -505,6 +505,8 @@ bitnet_status bitnet_bnt_reader_load(bitnet_bnt_reader *r, bitnet_tensor *t)
     if ((st = bitnet_bnt_reader_read(r, t->data, nb, &got))) goto fail;
     if (ns && (st = bitnet_bnt_reader_read(r, t->scales, (size_t)ns * 4, &got))) goto fail;
     bn_from_le(t->scales, (size_t)ns, 4);
+    if (bitnet_dtype_size(t->info.dtype) > 1)
+        bn_from_le(t->data, nb / bitnet_dtype_size(t->info.dtype), bitnet_dtype_size(t->info.dtype));
     return BITNET_OK;
 fail:
     bitnet_tensor_release(t);

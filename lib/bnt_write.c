@@ -379,31 +379,37 @@ bitnet_status bitnet_bnt_writer_end(bitnet_bnt_writer *w)
     return BITNET_OK;
 }
 
+/* Writes n elements of `size` bytes, little-endian whatever the host. */
+static bitnet_status write_le(bitnet_bnt_writer *w, const void *p, size_t n, size_t size)
+{
+    uint8_t tmp[4096];
+    bitnet_status st;
+    if (bn_host_is_le() || size < 2) return bitnet_bnt_writer_write(w, p, n * size);
+    for (size_t i = 0, per = sizeof tmp / size; i < n; i += per) {
+        size_t k = n - i < per ? n - i : per;
+        memcpy(tmp, (const uint8_t *)p + i * size, k * size);
+        bn_to_le(tmp, k, size);
+        if ((st = bitnet_bnt_writer_write(w, tmp, k * size))) return st;
+    }
+    return BITNET_OK;
+}
+
 bitnet_status bitnet_bnt_writer_put(bitnet_bnt_writer *w, const bitnet_tensor *t)
 {
     uint64_t payload, ns;
-    size_t nb;
+    size_t nb, es;
     bitnet_status st;
     if (!t) return bn_fail(BITNET_E_INVALID, "bnt writer: NULL tensor");
     if ((st = bitnet_bnt_writer_begin(w, &t->info))) return st;
     if ((st = bitnet_tensor_data_bytes(&t->info, &payload)) || (st = bitnet_tensor_n_scales(&t->info, &ns)))
         return sticky(w, st);
-    if (bn_u64_to_size(payload, &nb))
+    if (bn_u64_to_size(payload, &nb) || ns > SIZE_MAX / 4)
         return sticky(w, bn_fail(BITNET_E_OVERFLOW, "tensor '%s' does not fit in memory", t->info.name));
     if ((payload && !t->data) || (ns && !t->scales))
         return sticky(w, bn_fail(BITNET_E_INVALID, "tensor '%s': NULL data or scales", t->info.name));
-    if ((st = bitnet_bnt_writer_write(w, t->data, nb))) return st;
-    if (bn_host_is_le()) {
-        if ((st = bitnet_bnt_writer_write(w, t->scales, (size_t)ns * 4))) return st;
-    } else {
-        float tmp[1024];
-        for (uint64_t i = 0; i < ns; i += 1024) {
-            size_t k = ns - i < 1024 ? (size_t)(ns - i) : 1024;
-            memcpy(tmp, t->scales + i, k * 4);
-            bn_to_le(tmp, k, 4);
-            if ((st = bitnet_bnt_writer_write(w, tmp, k * 4))) return st;
-        }
-    }
+    es = bitnet_dtype_size(t->info.dtype);
+    if (es < 2) es = 1; /* bytes and packed ternary codes */
+    if ((st = write_le(w, t->data, nb / es, es)) || (st = write_le(w, t->scales, (size_t)ns, 4))) return st;
     return bitnet_bnt_writer_end(w);
 }
 

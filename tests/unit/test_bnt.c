@@ -451,6 +451,22 @@ static void test_writer_misuse(void **state)
     fclose(o);
     free(buf);
     bitnet_tensor_release(&t);
+
+    /* a full disk is an I/O error, at the latest when finish flushes */
+    FILE *full = fopen("/dev/full", "wb");
+    if (full) {
+        uint64_t big = 300000;
+        bitnet_status st;
+        make_tensor(&t, "big", BITNET_U8, 1, &big, BITNET_SCALE_NONE, 0, 0);
+        assert_int_equal(bitnet_bnt_writer_create(&w, full, NULL), BITNET_OK);
+        st = bitnet_bnt_writer_put(w, &t);
+        if (st == BITNET_OK) st = bitnet_bnt_writer_finish(w);
+        assert_int_equal(st, BITNET_E_IO);
+        assert_int_equal(bitnet_bnt_writer_finish(w), BITNET_E_INVALID);
+        bitnet_bnt_writer_free(w);
+        fclose(full);
+        bitnet_tensor_release(&t);
+    }
 }
 
 /* ---- streaming: odd pieces, pipes, a prefix ------------------------------- */

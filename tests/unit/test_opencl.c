@@ -154,6 +154,34 @@ static void test_perturb_on_opencl(void **state)
     bitnet_backend_free(be);
 }
 
+extern const struct {
+    const char *name;
+    const char *src;
+    size_t len;
+} bn_embedded_kernels[];
+
+/* Every kernels/<family>.cl builds alone after common.cl with its default
+ * tunables: asking for a kernel that no file has must fail at kernel
+ * creation (CL_INVALID_KERNEL_NAME), never at the build. */
+static void test_every_family_builds(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    clean_env();
+    bn_ocl *o;
+    assert_int_equal(bn_ocl_create(&o, -1, NULL), BITNET_OK);
+    int families = 0;
+    for (size_t i = 0; bn_embedded_kernels[i].name; i++) {
+        cl_kernel k;
+        bitnet_status st = bn_ocl_kernel(o, bn_embedded_kernels[i].name, "bn_no_such_kernel", "", &k);
+        if (st != BITNET_E_DEVICE || !strstr(bitnet_error_detail(), "CL_INVALID_KERNEL_NAME"))
+            fail_msg("kernels/%s.cl: %s: %s", bn_embedded_kernels[i].name, bitnet_strerror(st), bitnet_error_detail());
+        families++;
+    }
+    assert_true(families >= 2); /* common and scale at least */
+    bn_ocl_free(o);
+}
+
 /* ---- selection ------------------------------------------------------------------------ */
 
 static void test_device_index(void **state)
@@ -596,6 +624,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_scale_on_opencl),
         cmocka_unit_test(test_perturb_on_opencl),
+        cmocka_unit_test(test_every_family_builds),
         cmocka_unit_test(test_device_index),
         cmocka_unit_test(test_devices_listing),
         cmocka_unit_test(test_auto_is_lazy),

@@ -203,7 +203,8 @@ static void cache_store(uint64_t key, const unsigned char *bin, size_t len)
     char dir[4096], path[4200], tmp[4300];
     if (len == 0 || len > CACHE_MAX || !bitnet_cache_dir(dir, sizeof dir) || mkdir_p(dir) != 0) return;
     if (cache_path(key, path, sizeof path) != 0) return;
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    static unsigned seq; /* two threads of one process may store the same key */
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
     FILE *f = fopen(tmp, "wb");
     if (!f) return;
     uint8_t h[CACHE_HEADER] = {0};

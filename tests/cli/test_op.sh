@@ -189,8 +189,12 @@ check "bnt magic" sh -c "head -c 3 '$T/y.bnt' | od -c | grep -q 'B'"
 expect_rc 0 "bnt input" bitnet-op sum "$T/y.bnt" -o "$T/y.npy"
 check "sum of the bnt" exact "$T/y.npy" "21"
 if [ -x "$BIN/bitnet-matmul" ]; then
-    run sh -c "bitnet-op relu '$T/a.npy' -o - | bitnet-matmul --help >/dev/null"
-    check "bitnet-matmul present for pipes" test "$rc" -eq 0
+    # layernorm rows are [-r, 0, r]; W picks columns 0 and 2 -> [-r, r]; relu -> [0, r]
+    mknpy "$T/w02.npy" '<f4' '(2, 3)' $O $Z $Z $Z $Z $O
+    run sh -c "bitnet-op layernorm --eps 0 '$T/a.npy' -o - | bitnet-matmul -w '$T/w02.npy' -x - -o - |
+        bitnet-op relu - -o - | bitnet-op scale --alpha 2 - -o '$T/y.npy'"
+    r=$(awk 'BEGIN { printf "%.9g", 2 * sqrt(1.5) }')
+    check "pipe layernorm | bitnet-matmul | relu | scale" near "$T/y.npy" "0 $r 0 $r"
 fi
 
 # ---- devices ----

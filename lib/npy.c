@@ -394,14 +394,13 @@ bitnet_status bitnet_npy_write(FILE *f, const bitnet_tensor *t)
         len += snprintf(h + len, sizeof h - (size_t)len, "%s%" PRIu64, i ? ", " : "", t->info.dims[i]);
     len += snprintf(h + len, sizeof h - (size_t)len, "%s), }", t->info.rank == 1 ? "," : "");
     /* pad with spaces and a final newline so that the data starts aligned */
-    size_t hlen = (size_t)len + 1, pre = 10;
-    if (pre + hlen > 65535 + 10) pre = 12;
-    size_t total = (pre + hlen + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN;
-    if (total - pre > 65535 && pre == 10) {
+    /* version 1 stores the header length in 16 bits; version 2 in 32 */
+    size_t pre = 10, total = (pre + (size_t)len + 1 + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN;
+    if (total - pre > 65535) {
         pre = 12;
-        total = (pre + hlen + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN;
+        total = (pre + (size_t)len + 1 + NPY_ALIGN - 1) / NPY_ALIGN * NPY_ALIGN;
     }
-    hlen = total - pre;
+    size_t hlen = total - pre;
     uint8_t head[12 + sizeof h + NPY_ALIGN];
     memcpy(head, npy_magic, 6);
     head[6] = pre == 10 ? 1 : 2;

@@ -18,6 +18,7 @@
 #define MAX_SHAPES 256
 #define MAX_TOKENS 16
 #define MIB (1ull << 20)
+#define MAX_ELEMS (1ull << 34) /* per operand: 64 GiB of floats */
 
 typedef struct {
     uint64_t m, k;
@@ -59,7 +60,7 @@ static int add_shape(shape_t *sh, size_t *n, const char *s)
     } else {
         t.k = t.m;
     }
-    if (t.m > (1ull << 24) || t.k > (1ull << 24) || t.m * t.k > (1ull << 34)) return 1;
+    if (t.single ? t.m > MAX_ELEMS : (t.m > (1ull << 24) || t.k > (1ull << 24) || t.m * t.k > MAX_ELEMS)) return 1;
     sh[(*n)++] = t;
     return 0;
 }
@@ -283,7 +284,7 @@ int main(int argc, char **argv)
         size_t got = bench_split(a_shape->sval[i], list, MAX_SHAPES);
         for (size_t j = 0; j < got; j++)
             if (add_shape(shapes, &nshapes, list[j])) {
-                msg_err("--shape: '%s' is not MxK or N (positive, at most 2^24 each and 2^34 elements)", list[j]);
+                msg_err("--shape: '%s' is not MxK or N (positive; M, K at most 2^24; at most 2^34 elements)", list[j]);
                 goto cleanup;
             }
     }
@@ -346,6 +347,12 @@ int main(int argc, char **argv)
                     for (size_t t = 0; t < (op->uses_tokens ? ntok : 1); t++) {
                         uint64_t m = shapes[s].m, k = shapes[s].k;
                         if (op->shape == BENCH_SHAPE_VECTOR && shapes[s].single) k = 1;
+                        if (op->shape == BENCH_SHAPE_MATRIX && shapes[s].single && m > MAX_ELEMS / m) {
+                            if (v == 0 && t == 0)
+                                msg_warn("%s: %llux%llu is too large, skipped", op->name, (unsigned long long)m,
+                                         (unsigned long long)m);
+                            continue;
+                        }
                         bench_row *r = row_push(&rows);
                         if (!r) { msg_err("out of memory"); rc = EXIT_FAIL; goto cleanup; }
                         char label[64];

@@ -104,6 +104,10 @@ check "-o file holds the header" grep -q '^op,variant' "$T/res.csv"
 expect_rc 0 "--sweep" bench --op add,permute --sweep 16:64:x2 --format csv
 check "--sweep: element counts for add, squares for permute" \
     sh -c "cut -d, -f1,4 '$T/out' | tr '\n' ' ' | grep -q 'add,16 add,32 add,64 permute,16x16 permute,32x32 permute,64x64'"
+expect_rc 0 "a one-number size too large as a square is skipped for matrix ops" bench --op sum,permute \
+    --shape 262144 --format csv
+check "... but runs for element-wise ops" sh -c "tail -n +2 '$T/out' | cut -d, -f1,4 | grep -qx 'sum,262144'"
+expect_err "permute: 262144x262144 is too large, skipped" "... with a warning"
 expect_rc 0 "--model takes every 2-D weight shape" bench --op bitlinear --scale row \
     --model "$TESTDATA/real/fastml-jet-b158.safetensors" --format csv
 check "--model: three layers, three shapes" test "$(tail -n +2 "$T/out" | wc -l)" -eq 3

@@ -143,11 +143,11 @@ void bn_t2_dot_sub_scalar(const uint8_t *w, const int8_t *x, size_t nblocks, int
         }
 }
 
-static const bn_t2_kernels kern_scalar = {"scalar", bn_quant_row_scalar, bn_t2_dot_scalar, bn_t2_dot_sub_scalar, 4, 0};
+static const bn_t2_kernels kern_scalar = {"scalar", bn_quant_row_scalar, bn_t2_dot_scalar, bn_t2_dot_sub_scalar, NULL, 4, 0};
 #if defined(__x86_64__)
-static const bn_t2_kernels kern_avx2 = {"avx2", bn_quant_row_avx2, bn_t2_dot_avx2, bn_t2_dot_sub_avx2, 4, 0};
-static const bn_t2_kernels kern_avx512 = {"avx512", bn_quant_row_avx2, bn_t2_dot_avx512, bn_t2_dot_sub_avx2, 8, 1};
-static const bn_t2_kernels kern_vnni = {"avx512-vnni", bn_quant_row_avx2, bn_t2_dot_vnni, bn_t2_dot_sub_avx2, 8, 1};
+static const bn_t2_kernels kern_avx2 = {"avx2", bn_quant_row_avx2, bn_t2_dot_avx2, bn_t2_dot_sub_avx2, NULL, 4, 0};
+static const bn_t2_kernels kern_avx512 = {"avx512", bn_quant_row_avx2, bn_t2_dot_avx512, bn_t2_dot_sub_avx2, NULL, 8, 1};
+static const bn_t2_kernels kern_vnni = {"avx512-vnni", bn_quant_row_avx2, bn_t2_dot_vnni, bn_t2_dot_sub_avx2, bn_t2_dot2_vnni, 8, 1};
 #endif
 
 static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
@@ -225,25 +225,41 @@ static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
     }
 }
 
+static void emit(const bl_job *j, uint64_t o, uint64_t t0, int nt, const int32_t *acc)
+{
+    const bitnet_ternary_matrix *w = j->w;
+    const bitnet_bitlinear_io *io = j->io;
+    const float d = w->kind == BITNET_SCALE_ROW ? w->d[o] : w->d[0];
+    for (int i = 0; i < nt; i++) {
+        const uint64_t t = t0 + (uint64_t)i;
+        const float y = bn_bl_tensor_row(acc[i] - j->xtot[t], d, j->xs[t]);
+        j->y[t * w->out + o] = bn_bl_finish(y, io->bias, o, io->act);
+    }
+}
+
 static void rows_tensor_row(void *arg, uint64_t begin, uint64_t end)
 {
     const bl_job *j = arg;
-    const bitnet_ternary_matrix *w = j->w;
-    const bitnet_bitlinear_io *io = j->io;
-    const uint64_t T = io->tokens, out = w->out;
+    const uint64_t T = j->io->tokens;
     const int tpp = j->k->tokens_per_pass;
-    int32_t acc[BN_T2_MAXT];
-    for (uint64_t o = begin; o < end; o++) {
-        const uint8_t *row = w->t2 + o * j->rb;
-        const float d = w->kind == BITNET_SCALE_ROW ? w->d[o] : w->d[0];
+    int32_t acc[BN_T2_MAXT], acc1[BN_T2_MAXT];
+    uint64_t o = begin;
+    if (j->k->dot2)
+        for (; o + 2 <= end; o += 2) {
+            const uint8_t *r0 = j->w->t2 + o * j->rb;
+            for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
+                const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
+                j->k->dot2(r0, r0 + j->rb, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, acc, acc1);
+                emit(j, o, t0, nt, acc);
+                emit(j, o + 1, t0, nt, acc1);
+            }
+        }
+    for (; o < end; o++) {
+        const uint8_t *row = j->w->t2 + o * j->rb;
         for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
             const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
             j->k->dot(row, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, acc);
-            for (int i = 0; i < nt; i++) {
-                const uint64_t t = t0 + (uint64_t)i;
-                const float y = bn_bl_tensor_row(acc[i] - j->xtot[t], d, j->xs[t]);
-                j->y[t * out + o] = bn_bl_finish(y, io->bias, o, io->act);
-            }
+            emit(j, o, t0, nt, acc);
         }
     }
 }

@@ -51,6 +51,9 @@ int bn_quant_row_scalar(const float *x, uint64_t n, uint64_t npad, int8_t *q, fl
 #define BN_T2_MAXT 8
 typedef void (*bn_t2_dot_fn)(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks,
                              int32_t *acc);
+/* dot2 (optional): the same for two rows w0, w1 at once (acc0, acc1). */
+typedef void (*bn_t2_dot2_fn)(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt,
+                              size_t nblocks, int32_t *acc0, int32_t *acc1);
 typedef void (*bn_t2_dot_sub_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 
 typedef struct {
@@ -58,6 +61,7 @@ typedef struct {
     bn_quant_row_fn quant_row;
     bn_t2_dot_fn dot;
     bn_t2_dot_sub_fn dot_sub;
+    bn_t2_dot2_fn dot2;   /* (optional) */
     int tokens_per_pass;  /* nt per dot call (<= BN_T2_MAXT) */
     int pair_layout;      /* 1: x rows use the AVX-512 pairwise layout (see bitlinear.c) */
 } bn_t2_kernels;
@@ -69,6 +73,8 @@ int bn_quant_row_avx2(const float *x, uint64_t n, uint64_t npad, int8_t *q, floa
 void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 void bn_t2_dot_avx512(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt, size_t nblocks,
+                     int32_t *acc0, int32_t *acc1);
 void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 #endif
 

@@ -58,6 +58,57 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
     for (int t = 0; t < nt; t++) acc[t] = _mm512_reduce_add_epi32(_mm512_add_epi32(a[t][0], a[t][1]));
 }
 
+/* Two rows at once: each activation load feeds both rows. */
+INLINE void dot2_nt(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, const int nt,
+                    size_t nblocks, int32_t *acc0, int32_t *acc1)
+{
+    const __m512i mask = _mm512_set1_epi8(3);
+    __m512i a0[BN_T2_MAXT], a1[BN_T2_MAXT];
+    for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm512_setzero_si512();
+    const size_t npairs = (nblocks + 1) / 2;
+    for (size_t p = 0; p < npairs; p++) {
+        const __m512i u = load_pair(w0, p, nblocks), v = load_pair(w1, p, nblocks);
+        const __m512i u0 = _mm512_and_si512(u, mask), v0 = _mm512_and_si512(v, mask);
+        const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(u, 2), mask), v1 = _mm512_and_si512(_mm512_srli_epi16(v, 2), mask);
+        const __m512i u2 = _mm512_and_si512(_mm512_srli_epi16(u, 4), mask), v2 = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
+        const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(u, 6), mask), v3 = _mm512_and_si512(_mm512_srli_epi16(v, 6), mask);
+        for (int t = 0; t < nt; t++) {
+            const int8_t *xp = x + (size_t)t * xstride + 256 * p;
+            __m512i xv = LD(xp);
+            a0[t] = _mm512_dpbusd_epi32(a0[t], u0, xv);
+            a1[t] = _mm512_dpbusd_epi32(a1[t], v0, xv);
+            xv = LD(xp + 64);
+            a0[t] = _mm512_dpbusd_epi32(a0[t], u1, xv);
+            a1[t] = _mm512_dpbusd_epi32(a1[t], v1, xv);
+            xv = LD(xp + 128);
+            a0[t] = _mm512_dpbusd_epi32(a0[t], u2, xv);
+            a1[t] = _mm512_dpbusd_epi32(a1[t], v2, xv);
+            xv = LD(xp + 192);
+            a0[t] = _mm512_dpbusd_epi32(a0[t], u3, xv);
+            a1[t] = _mm512_dpbusd_epi32(a1[t], v3, xv);
+        }
+    }
+    for (int t = 0; t < nt; t++) {
+        acc0[t] = _mm512_reduce_add_epi32(a0[t]);
+        acc1[t] = _mm512_reduce_add_epi32(a1[t]);
+    }
+}
+
+void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt, size_t nblocks,
+                     int32_t *acc0, int32_t *acc1)
+{
+    switch (nt) {
+    case 1: dot2_nt(w0, w1, x, xstride, 1, nblocks, acc0, acc1); break;
+    case 2: dot2_nt(w0, w1, x, xstride, 2, nblocks, acc0, acc1); break;
+    case 3: dot2_nt(w0, w1, x, xstride, 3, nblocks, acc0, acc1); break;
+    case 4: dot2_nt(w0, w1, x, xstride, 4, nblocks, acc0, acc1); break;
+    case 5: dot2_nt(w0, w1, x, xstride, 5, nblocks, acc0, acc1); break;
+    case 6: dot2_nt(w0, w1, x, xstride, 6, nblocks, acc0, acc1); break;
+    case 7: dot2_nt(w0, w1, x, xstride, 7, nblocks, acc0, acc1); break;
+    default: dot2_nt(w0, w1, x, xstride, 8, nblocks, acc0, acc1); break;
+    }
+}
+
 void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc)
 {
     switch (nt) {

@@ -374,6 +374,7 @@ int main(int argc, char **argv)
         if (d < 0)
             for (size_t j = 0; j < ndev; j++)
                 if (strcmp(devnames[j], "cpu") == 0) d = (int)j;
+        if (bench_op_find(r->op)->device_only) continue; /* transfers are bounded by the bus, not memory */
         if (d >= 0 && !r->ran_on_cpu && !isnan(r->gbs) && devs[d].peak_gbs > 0) r->pct = 100.0 * r->gbs / devs[d].peak_gbs;
     }
     if (strcmp(baseline, "none") != 0) {

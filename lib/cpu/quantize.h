@@ -76,6 +76,14 @@ size_t bn_absum_small(bn_xchunk_fn fn, const float *w, size_t n, double *sum);
 /* Quantizes blocks [b0, b1) of one row of `cols` weights to T2 (t2 points at
  * the row's first block).  The scale of 32-column sub-block j (j counted
  * from the row start) is s[j >> gshift].  Weights are finite. */
+/* The index into s of sub-block sb; sub-blocks wholly past the last column
+ * (padding, code 1 whatever the scale) reuse the last scale, so that s is
+ * never read beyond its end. */
+static inline uint64_t bn_qscale_index(uint64_t sb, unsigned gshift, uint64_t cols)
+{
+    uint64_t last = cols ? ((cols - 1) / 32) >> gshift : 0, i = sb >> gshift;
+    return i < last ? i : last;
+}
 typedef void (*bn_qblocks_fn)(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s,
                               unsigned gshift, uint8_t *t2);
 void bn_qblocks_scalar(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,

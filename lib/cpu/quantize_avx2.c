@@ -97,7 +97,7 @@ static void qblocks_avx2(const float *w, uint64_t cols, uint64_t b0, uint64_t b1
             p = tmp;
         }
         __m256 sc[4];
-        for (unsigned k = 0; k < 4; k++) sc[k] = _mm256_set1_ps(s[(4 * b + k) >> gshift]);
+        for (unsigned k = 0; k < 4; k++) sc[k] = _mm256_set1_ps(s[bn_qscale_index(4 * b + k, gshift, cols)]);
         __m256i acc[4];
         for (unsigned jj = 0; jj < 4; jj++) {
             __m256i a = _mm256_setzero_si256();

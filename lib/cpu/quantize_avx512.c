@@ -64,7 +64,7 @@ static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t 
             p = tmp;
         }
         __m512 sc[4];
-        for (unsigned k = 0; k < 4; k++) sc[k] = _mm512_set1_ps(s[(4 * b + k) >> gshift]);
+        for (unsigned k = 0; k < 4; k++) sc[k] = _mm512_set1_ps(s[bn_qscale_index(4 * b + k, gshift, cols)]);
         uint8_t *out = t2 + b * BITNET_T2_BLOCK_BYTES;
         for (unsigned jj = 0; jj < 2; jj++) {
             __m512i a = _mm512_setzero_si512();

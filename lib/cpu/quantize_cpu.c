@@ -26,7 +26,7 @@ void bn_qblocks_scalar(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, 
         memset(out, 0, BITNET_T2_BLOCK_BYTES);
         for (unsigned k = 0; k < 4; k++) {
             uint64_t sb = 4 * b + k, c0 = 32 * sb;
-            const float sc = s[sb >> gshift];
+            const float sc = s[bn_qscale_index(sb, gshift, cols)];
             for (unsigned j = 0; j < 32; j++) {
                 unsigned code = 1;
                 if (c0 + j < cols) {

@@ -326,6 +326,30 @@ static void test_writer_npy_and_refusals(void **state)
     bitnet_tensor_release(&q);
     bitnet_tensor_release(&a);
 
+    /* a .npy stream ends with its data: trailing bytes are an error */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/npy/good_f32_v1.npy", testdata());
+    FILE *src = fopen(path, "rb");
+    assert_non_null(src);
+    f = tmpfile();
+    int ch;
+    while ((ch = fgetc(src)) != EOF) fputc(ch, f);
+    fclose(src);
+    fputc('!', f);
+    rewind(f);
+    assert_int_equal(bitnet_reader_create(&r, f, BITNET_FMT_AUTO), BITNET_OK);
+    assert_int_equal(bitnet_reader_next(r, &t), BITNET_OK);
+    bitnet_tensor_release(&t);
+    assert_int_equal(bitnet_reader_next(r, &t), BITNET_E_FORMAT);
+    assert_non_null(strstr(bitnet_error_detail(), "trailing bytes"));
+    bitnet_reader_free(r);
+    /* an explicit format overrides the magic bytes */
+    rewind(f);
+    assert_int_equal(bitnet_reader_create(&r, f, BITNET_FMT_SAFETENSORS), BITNET_E_LIMIT);
+    rewind(f);
+    assert_int_equal(bitnet_reader_create(&r, f, BITNET_FMT_BNT), BITNET_E_FORMAT);
+    fclose(f);
+
     /* unknown and empty inputs */
     const char junk[] = "this is not a tensor file";
     f = fmemopen((void *)junk, sizeof junk, "rb");

@@ -225,43 +225,86 @@ static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
     }
 }
 
-static void emit(const bl_job *j, uint64_t o, uint64_t t0, int nt, const int32_t *acc)
+
+/* Blocks of columns per pass so that the activations of one pass (tokens
+ * per pass x columns) stay in a 16 KiB corner of L1; even, for the pair
+ * layout.  0: no need (one token, or small rows). */
+#define BL_L1_BYTES 16384
+static size_t chunk_blocks(const bl_job *j)
+{
+    const uint64_t tpp = j->io->tokens < (uint64_t)j->k->tokens_per_pass ? j->io->tokens : (uint64_t)j->k->tokens_per_pass;
+    if (tpp < 2 || tpp * j->nblocks * BITNET_T2_BLOCK <= BL_L1_BYTES) return 0;
+    size_t cb = BL_L1_BYTES / (size_t)(tpp * BITNET_T2_BLOCK);
+    cb &= ~(size_t)1;
+    return cb < 2 ? 2 : cb;
+}
+
+/* Integer sums of rows [begin, end) over blocks [c0, c0 + nb) for all tokens,
+ * added into part[(o - begin) * T + t]. */
+static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0, size_t nb, int32_t *part)
+{
+    const uint64_t T = j->io->tokens;
+    const int tpp = j->k->tokens_per_pass;
+    int32_t acc[BN_T2_MAXT], acc1[BN_T2_MAXT];
+    for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
+        const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
+        const int8_t *x = j->xq + t0 * j->xstride + c0 * BITNET_T2_BLOCK;
+        uint64_t o = begin;
+        if (j->k->dot2)
+            for (; o + 2 <= end; o += 2) {
+                const uint8_t *r0 = j->w->t2 + o * j->rb + c0 * BITNET_T2_BLOCK_BYTES;
+                j->k->dot2(r0, r0 + j->rb, x, j->xstride, nt, nb, acc, acc1);
+                int32_t *p0 = part + (o - begin) * T + t0, *p1 = p0 + T;
+                for (int i = 0; i < nt; i++) {
+                    p0[i] += acc[i];
+                    p1[i] += acc1[i];
+                }
+            }
+        for (; o < end; o++) {
+            j->k->dot(j->w->t2 + o * j->rb + c0 * BITNET_T2_BLOCK_BYTES, x, j->xstride, nt, nb, acc);
+            int32_t *p0 = part + (o - begin) * T + t0;
+            for (int i = 0; i < nt; i++) p0[i] += acc[i];
+        }
+    }
+}
+
+static void emit(const bl_job *j, uint64_t o, uint64_t t0, uint64_t nt, const int32_t *acc)
 {
     const bitnet_ternary_matrix *w = j->w;
     const bitnet_bitlinear_io *io = j->io;
     const float d = w->kind == BITNET_SCALE_ROW ? w->d[o] : w->d[0];
-    for (int i = 0; i < nt; i++) {
-        const uint64_t t = t0 + (uint64_t)i;
+    for (uint64_t i = 0; i < nt; i++) {
+        const uint64_t t = t0 + i;
         const float y = bn_bl_tensor_row(acc[i] - j->xtot[t], d, j->xs[t]);
         j->y[t * w->out + o] = bn_bl_finish(y, io->bias, o, io->act);
     }
 }
 
+/* Rows in pieces of BL_ROWS (2 for many tokens) so that the partial sums
+ * stay small. */
+#define BL_ROWS 256
 static void rows_tensor_row(void *arg, uint64_t begin, uint64_t end)
 {
-    const bl_job *j = arg;
+    bl_job *j = arg;
     const uint64_t T = j->io->tokens;
-    const int tpp = j->k->tokens_per_pass;
-    int32_t acc[BN_T2_MAXT], acc1[BN_T2_MAXT];
-    uint64_t o = begin;
-    if (j->k->dot2)
-        for (; o + 2 <= end; o += 2) {
-            const uint8_t *r0 = j->w->t2 + o * j->rb;
-            for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
-                const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
-                j->k->dot2(r0, r0 + j->rb, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, acc, acc1);
-                emit(j, o, t0, nt, acc);
-                emit(j, o + 1, t0, nt, acc1);
-            }
-        }
-    for (; o < end; o++) {
-        const uint8_t *row = j->w->t2 + o * j->rb;
-        for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
-            const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
-            j->k->dot(row, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, acc);
-            emit(j, o, t0, nt, acc);
-        }
+    const size_t cb = chunk_blocks(j);
+    const uint64_t rows = T <= BL_ROWS ? BL_ROWS : 2;
+    int32_t *part = malloc((size_t)(rows * T) * sizeof(int32_t));
+    if (!part) {
+        set_failed(j, 2);
+        return;
     }
+    for (uint64_t r0 = begin; r0 < end; r0 += rows) {
+        const uint64_t r1 = end - r0 < rows ? end : r0 + rows;
+        memset(part, 0, (size_t)((r1 - r0) * T) * sizeof(int32_t));
+        if (cb)
+            for (size_t c0 = 0; c0 < j->nblocks; c0 += cb)
+                sums_chunk(j, r0, r1, c0, j->nblocks - c0 < cb ? j->nblocks - c0 : cb, part);
+        else
+            sums_chunk(j, r0, r1, 0, j->nblocks, part);
+        for (uint64_t o = r0; o < r1; o++) emit(j, o, 0, T, part + (o - r0) * T);
+    }
+    free(part);
 }
 
 static void rows_group(void *arg, uint64_t begin, uint64_t end)
@@ -338,7 +381,7 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     /* a range should cover about 64 KiB of weights */
     const uint64_t grain = 1 + (uint64_t)(65536 / j.rb);
     bn_parallel_for(cpu->pool, out, grain, group ? rows_group : rows_tensor_row, &j);
-    if (j.failed) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: group sums"); goto out; }
+    if (j.failed) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: partial sums"); goto out; }
     if (io->yq) {
         bn_parallel_for(cpu->pool, T, 1, requant_tokens, &j);
         if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf"); goto out; }

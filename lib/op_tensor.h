@@ -115,6 +115,8 @@ double bn_sum_f32_avx2(const float *x, uint64_t n);
  * (the caller finishes the tail). */
 uint64_t bn_binary_run_avx2(bitnet_binary_op op, const float *a, uint64_t sa, const float *b, uint64_t sb,
                             float *y, uint64_t n, int stream);
+/* neg, abs, sqrt; returns how many it did. */
+uint64_t bn_unary_run_avx2(bitnet_unary_op op, const float *x, float *y, uint64_t n);
 
 /* The CPU fast permute without the test hook (reduce uses it internally);
  * cpu is a bn_cpu * (lib/cpu/cpu.h). */

@@ -50,3 +50,25 @@ uint64_t bn_binary_run_avx2(bitnet_binary_op op, const float *a, uint64_t sa, co
     }
     return i;
 }
+
+/* neg, abs and sqrt (correctly rounded: vsqrtps) on n elements; returns how
+ * many it did. */
+uint64_t bn_unary_run_avx2(bitnet_unary_op op, const float *x, float *y, uint64_t n)
+{
+    uint64_t i = 0;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    switch (op) {
+    case BITNET_UN_NEG:
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_xor_ps(_mm256_loadu_ps(x + i), sign));
+        break;
+    case BITNET_UN_ABS:
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)));
+        break;
+    case BITNET_UN_SQRT:
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_sqrt_ps(_mm256_loadu_ps(x + i)));
+        break;
+    default:
+        break;
+    }
+    return i;
+}

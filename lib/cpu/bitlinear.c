@@ -9,6 +9,12 @@
  * The kernels sum code * x with code = q + 1 (unsigned, as vpmaddubsw and
  * vpdpbusd want); the sum of x over the same columns is subtracted here.
  *
+ * Many tokens: dequantizing W and calling sgemm was measured against these
+ * kernels and never wins (1024 x 4096, one AVX-512 VNNI core: 64 tokens
+ * 2.7 ms here vs 7.3 ms for sgemm alone, 256 tokens 11.0 vs 25.0 ms), so
+ * there is no such path; activations of many tokens are walked in column
+ * chunks that stay in L1 instead.
+ *
  * AVX-512 kernels read two blocks (64 bytes of codes) per load, so their
  * activation rows use a pairwise layout: rows padded to an even number of
  * blocks, and column 128*b + 32*k + j (b = 2*p + h) stored at byte

@@ -237,13 +237,13 @@ static bitnet_status run_op(bitnet_backend *be, int idx, uint64_t bytes, cal_dat
 
 /* Best wall time of a few runs of op idx on the forced device (-1 on error).
  * *reported gets the bytes the op itself reports (what thresholds compare). */
-static double time_op(bitnet_backend *be, int idx, uint64_t bytes, cal_data *d, int force, uint64_t *reported,
-                      bitnet_status *st_out)
+static double time_op(bitnet_backend *be, int idx, uint64_t bytes, cal_data *d, int force, double rival_ms,
+                      uint64_t *reported, bitnet_status *st_out)
 {
     be->force = force;
     double best = -1;
     *st_out = BITNET_OK;
-    for (int r = 0; r < 4; r++) {
+    for (int r = 0; r < 3; r++) {
         bitnet_backend_stats_reset(be);
         int ran = 0;
         double t0 = bn_now_ms();
@@ -256,7 +256,11 @@ static double time_op(bitnet_backend *be, int idx, uint64_t bytes, cal_data *d, 
         }
         if (be->nstats > 0 && be->stats[0].s.calls > 0) *reported = be->stats[0].s.bytes_moved / be->stats[0].s.calls;
         if (r > 0 && (best < 0 || ms < best)) best = ms; /* the first run warms up (builds, pages) */
-        if (ms > 2000) { /* slow: one measured run is enough */
+        if (r == 0 && rival_ms >= 0 && ms > 3 * rival_ms + 5) { /* already far behind: decided */
+            best = ms;
+            break;
+        }
+        if (ms > 50 && r > 0) { /* slow: one measured run is enough */
             if (best < 0) best = ms;
             break;
         }
@@ -324,11 +328,24 @@ bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t 
         int n = 0;
         bitnet_status ost = BITNET_OK;
         json_t *rows = json_array();
-        for (uint64_t b = 4096; b <= max_bytes && n < 16; b *= 4, n++) {
+        /* From the largest size down: the threshold is the smallest size from
+         * which OpenCL wins at every larger one, so the first size where the
+         * CPU wins ends the search (often at once). */
+        uint64_t b = 4096, thr = NEVER;
+        while (b * 4 <= max_bytes) b *= 4;
+        /* build the programs first, so that no timed run includes a build
+         * (a failure here shows again below, where it is reported) */
+        int ran = 0;
+        be->force = BN_FORCE_OPENCL;
+        (void)run_op(be, i, 4096, &d, &ran);
+        be->force = BN_FORCE_NONE;
+        bitnet_error_clear();
+        if (!ran) continue; /* not linked in */
+        for (; b >= 4096 && n < 16; b /= 4, n++) {
             bitnet_status cst;
             uint64_t r_cpu = b, r_ocl = b;
-            cpu_ms[n] = time_op(be, i, b, &d, BN_FORCE_CPU, &r_cpu, &cst);
-            ocl_ms[n] = cpu_ms[n] < 0 ? -1 : time_op(be, i, b, &d, BN_FORCE_OPENCL, &r_ocl, &ost);
+            cpu_ms[n] = time_op(be, i, b, &d, BN_FORCE_CPU, -1, &r_cpu, &cst);
+            ocl_ms[n] = cpu_ms[n] < 0 ? -1 : time_op(be, i, b, &d, BN_FORCE_OPENCL, cpu_ms[n], &r_ocl, &ost);
             rep[n] = r_cpu;
             if (cpu_ms[n] < 0 || ocl_ms[n] < 0) {
                 if (cpu_ms[n] < 0) ost = cst;
@@ -338,16 +355,19 @@ bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t 
             json_object_set_new(row, "bytes", json_integer((json_int_t)rep[n]));
             json_object_set_new(row, "cpu_ms", json_real(cpu_ms[n]));
             json_object_set_new(row, "opencl_ms", json_real(ocl_ms[n]));
-            json_array_append_new(rows, row);
+            json_array_insert_new(rows, 0, row);
+            if (ocl_ms[n] >= cpu_ms[n]) {
+                n++;
+                break;
+            }
+            thr = rep[n];
         }
         if (ost == BITNET_E_UNSUPPORTED) { /* not linked in */
             json_decref(rows);
             continue;
         }
         json_object_set_new(meas, bn_ops[i].name, rows);
-        uint64_t thr = NEVER;
-        if (ost == BITNET_OK)
-            for (int k = n - 1; k >= 0 && ocl_ms[k] < cpu_ms[k]; k--) thr = rep[k];
+        if (ost != BITNET_OK) thr = NEVER;
         be->threshold[i] = thr;
         if (thr < be->floor) be->floor = thr;
         json_object_set_new(th, bn_ops[i].name, json_integer((json_int_t)thr));
@@ -355,8 +375,8 @@ bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t 
             put(report, size, &pos, "%-18s OpenCL failed (%s: %s): stays on the CPU\n", bn_ops[i].name,
                 bitnet_strerror(ost), bitnet_error_detail());
         else if (thr == NEVER)
-            put(report, size, &pos, "%-18s the CPU wins at every size up to %llu KiB\n", bn_ops[i].name,
-                (unsigned long long)(rep[n - 1] / 1024));
+            put(report, size, &pos, "%-18s the CPU wins at %llu KiB (%.3f ms vs %.3f ms on OpenCL): stays on the CPU\n",
+                bn_ops[i].name, (unsigned long long)(rep[n - 1] / 1024), cpu_ms[n - 1], ocl_ms[n - 1]);
         else
             put(report, size, &pos, "%-18s OpenCL from %llu KiB\n", bn_ops[i].name, (unsigned long long)(thr / 1024));
         bitnet_error_clear();

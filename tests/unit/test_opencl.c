@@ -554,7 +554,8 @@ static void test_calibrate(void **state)
     assert_non_null(doc);
     json_t *th = json_object_get(json_object_get(doc, "thresholds"), "scale");
     assert_true(json_is_integer(th));
-    assert_int_equal(json_array_size(json_object_get(json_object_get(doc, "measurements"), "scale")), 3); /* 4, 16, 64 KiB */
+    size_t nmeas = json_array_size(json_object_get(json_object_get(doc, "measurements"), "scale"));
+    assert_true(nmeas >= 1 && nmeas <= 3); /* 64 KiB down to where the CPU wins, at most 4 KiB */
     bitnet_backend_free(be);
     /* a new auto backend obeys the file: scale from 0 bytes goes to OpenCL... */
     json_object_set_new(json_object_get(doc, "thresholds"), "scale", json_integer(0));

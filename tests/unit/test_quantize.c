@@ -299,7 +299,7 @@ typedef struct { uint64_t rows, cols; } shape;
 
 static void compare_backend(bitnet_backend *be, const char *what, int big)
 {
-    static const shape small[] = {{1, 1}, {1, 3}, {3, 17}, {17, 255}, {3, 4097}, {255, 3}, {5, 128}, {2, 300},
+    static const shape small[] = {{1, 1}, {3, 0}, {0, 5}, {1, 3}, {3, 17}, {17, 255}, {3, 4097}, {255, 3}, {5, 128}, {2, 300},
                                   {1, 70000}, {1, 300001}};
     static const shape large[] = {{1000, 4096}};
     const shape *sh = big ? large : small;

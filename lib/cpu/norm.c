@@ -35,12 +35,10 @@ void bn_norm_ref_k(const float *x, uint64_t rows, uint64_t cols, const float *we
     }
 }
 
-typedef double v4d __attribute__((vector_size(32)));
+/* 16-byte vectors (one SSE register each): wider generic vectors compile
+ * poorly without AVX. */
+typedef double v2d __attribute__((vector_size(16)));
 typedef float v4f __attribute__((vector_size(16)));
-
-/* Macros: passing 32-byte vectors by value without AVX would change the ABI. */
-#define ld4d(p) (__extension__({ v4f f_; memcpy(&f_, (p), sizeof f_); __builtin_convertvector(f_, v4d); }))
-#define hsum(a) (__extension__({ v4d h_ = (a); (h_[0] + h_[1]) + (h_[2] + h_[3]); }))
 
 typedef struct {
     const float *x, *w, *b;
@@ -59,30 +57,47 @@ static void norm_rows(void *arg, uint64_t begin, uint64_t end)
         float *restrict y = j->y + r * n;
         double mean = 0;
         uint64_t c;
+        v4f f;
         if (!j->rms) {
-            v4d a0 = {0, 0, 0, 0}, a1 = a0;
-            for (c = 0; c + 8 <= n; c += 8) { a0 += ld4d(x + c); a1 += ld4d(x + c + 4); }
-            double s = hsum(a0 + a1);
+            v2d a0 = {0, 0}, a1 = a0;
+            for (c = 0; c + 4 <= n; c += 4) {
+                memcpy(&f, x + c, sizeof f);
+                a0 += (v2d){f[0], f[1]};
+                a1 += (v2d){f[2], f[3]};
+            }
+            a0 += a1;
+            double s = a0[0] + a0[1];
             for (; c < n; c++) s += x[c];
             mean = s / (double)n;
         }
-        const v4d mv = {mean, mean, mean, mean};
-        v4d q0 = {0, 0, 0, 0}, q1 = q0;
-        for (c = 0; c + 8 <= n; c += 8) {
-            v4d d0 = ld4d(x + c) - mv, d1 = ld4d(x + c + 4) - mv;
+        const v2d mv = {mean, mean};
+        v2d q0 = {0, 0}, q1 = q0;
+        for (c = 0; c + 4 <= n; c += 4) {
+            memcpy(&f, x + c, sizeof f);
+            v2d d0 = (v2d){f[0], f[1]} - mv, d1 = (v2d){f[2], f[3]} - mv;
             q0 += d0 * d0;
             q1 += d1 * d1;
         }
-        double var = hsum(q0 + q1);
+        q0 += q1;
+        double var = q0[0] + q0[1];
         for (; c < n; c++) var += ((double)x[c] - mean) * ((double)x[c] - mean);
         var /= (double)n;
         const double rstd = 1.0 / sqrt(var + j->eps);
-        const v4d rv = {rstd, rstd, rstd, rstd};
+        const v2d rv = {rstd, rstd};
         for (c = 0; c + 4 <= n; c += 4) {
-            v4d v = (ld4d(x + c) - mv) * rv;
-            if (j->w) v *= ld4d(j->w + c);
-            if (j->b) v += ld4d(j->b + c);
-            v4f f = __builtin_convertvector(v, v4f);
+            memcpy(&f, x + c, sizeof f);
+            v2d lo = ((v2d){f[0], f[1]} - mv) * rv, hi = ((v2d){f[2], f[3]} - mv) * rv;
+            if (j->w) {
+                memcpy(&f, j->w + c, sizeof f);
+                lo *= (v2d){f[0], f[1]};
+                hi *= (v2d){f[2], f[3]};
+            }
+            if (j->b) {
+                memcpy(&f, j->b + c, sizeof f);
+                lo += (v2d){f[0], f[1]};
+                hi += (v2d){f[2], f[3]};
+            }
+            f = (v4f){(float)lo[0], (float)lo[1], (float)hi[0], (float)hi[1]};
             memcpy(y + c, &f, sizeof f);
         }
         for (; c < n; c++) {

@@ -120,11 +120,34 @@ static part span_reduce(bitnet_reduce_op op, const float *restrict x, uint64_t n
         p.m = best;
         p.i = (int64_t)(first + bi);
     } else {
+        /* four lanes (one SSE register), NaN-sticky: a lane takes v when v
+         * wins or is NaN */
+        typedef float v4f __attribute__((vector_size(16)));
+        typedef int32_t v4i __attribute__((vector_size(16)));
         float best = x[0];
+        i = 1;
+        if (n >= 8) {
+            v4f acc, v;
+            memcpy(&acc, x, sizeof acc);
+            if (op == BITNET_RED_MAX)
+                for (i = 4; i + 4 <= n; i += 4) {
+                    memcpy(&v, x + i, sizeof v);
+                    v4i m = (v > acc) | (v != v);
+                    acc = (v4f)(((v4i)v & m) | ((v4i)acc & ~m));
+                }
+            else
+                for (i = 4; i + 4 <= n; i += 4) {
+                    memcpy(&v, x + i, sizeof v);
+                    v4i m = (v < acc) | (v != v);
+                    acc = (v4f)(((v4i)v & m) | ((v4i)acc & ~m));
+                }
+            for (int k = 0; k < 4; k++)
+                best = (op == BITNET_RED_MAX ? better_max(acc[k], best) : better_min(acc[k], best)) ? acc[k] : best;
+        }
         if (op == BITNET_RED_MAX)
-            for (i = 1; i < n; i++) best = better_max(x[i], best) ? x[i] : best;
+            for (; i < n; i++) best = better_max(x[i], best) ? x[i] : best;
         else
-            for (i = 1; i < n; i++) best = better_min(x[i], best) ? x[i] : best;
+            for (; i < n; i++) best = better_min(x[i], best) ? x[i] : best;
         p.m = best;
     }
     return p;
@@ -191,9 +214,25 @@ static void cols_range(void *arg, uint64_t begin, uint64_t end)
         uint64_t w = inner - c0 < COL_CHUNK ? inner - c0 : COL_CHUNK;
         const float *x = j->x + o * len * inner + c0;
         if (j->op == BITNET_RED_SUM || j->op == BITNET_RED_MEAN) {
-            for (uint64_t c = 0; c < w; c++) s[c] = 0;
-            for (uint64_t l = 0; l < len; l++)
-                for (uint64_t c = 0; c < w; c++) s[c] += x[l * inner + c];
+            /* 16-byte vectors: one SSE register each (wider generic vectors
+             * compile poorly without AVX) */
+            typedef double v2d __attribute__((vector_size(16)));
+            typedef float v4f __attribute__((vector_size(16)));
+            v2d acc[COL_CHUNK / 2];
+            const uint64_t w4 = w / 4 * 4;
+            for (uint64_t c = 0; c < w4 / 2; c++) acc[c] = (v2d){0, 0};
+            for (uint64_t c = w4; c < w; c++) s[c] = 0;
+            for (uint64_t l = 0; l < len; l++) {
+                const float *xr = x + l * inner;
+                for (uint64_t c = 0; c < w4; c += 4) {
+                    v4f f;
+                    memcpy(&f, xr + c, sizeof f);
+                    acc[c / 2] += (v2d){f[0], f[1]};
+                    acc[c / 2 + 1] += (v2d){f[2], f[3]};
+                }
+                for (uint64_t c = w4; c < w; c++) s[c] += xr[c];
+            }
+            for (uint64_t c = 0; c < w4; c++) s[c] = acc[c / 2][c % 2];
         } else {
             for (uint64_t c = 0; c < w; c++) { m[c] = x[c]; mi[c] = 0; }
             for (uint64_t l = 1; l < len; l++)

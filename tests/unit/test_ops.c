@@ -25,6 +25,14 @@ static int setup(void **state)
     unsetenv("BITNET_TEST_PERTURB");
     return bitnet_backend_create(&cpu, "cpu", 0) == BITNET_OK ? 0 : -1;
 }
+/* The same tests with the SIMD level capped: the portable fast paths. */
+static int setup_scalar(void **state)
+{
+    setenv("BITNET_SIMD", "scalar", 1);
+    int r = setup(state);
+    unsetenv("BITNET_SIMD");
+    return r;
+}
 static int teardown(void **state)
 {
     (void)state;
@@ -649,5 +657,7 @@ int main(void)
         cmocka_unit_test(test_norm_random),     cmocka_unit_test(test_permute),
         cmocka_unit_test(test_perturb_hook),
     };
-    return cmocka_run_group_tests_name("ops", tests, setup, teardown);
+    int failed = cmocka_run_group_tests_name("ops", tests, setup, teardown);
+    failed += cmocka_run_group_tests_name("ops without SIMD", tests, setup_scalar, teardown);
+    return failed;
 }

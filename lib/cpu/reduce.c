@@ -161,6 +161,7 @@ typedef struct {
     uint64_t len, inner, cpr; /* rows: row length, chunks per row; cols: len, inner, chunks per outer */
     part *parts;
     bn_simd simd;
+    uint64_t chunk; /* cols: columns per item (each column is summed in row order whatever the chunk) */
 } red_job;
 
 static void rows_range(void *arg, uint64_t begin, uint64_t end)
@@ -199,7 +200,7 @@ static void rows_reduce(bn_cpu *cpu, red_job *j, uint64_t rows, bitnet_status *s
     free(j->parts);
 }
 
-#define COL_CHUNK 512
+#define COL_CHUNK 2048 /* most columns per item: long contiguous runs per row */
 
 /* [outer, len, inner] reduced over len: item = (outer, chunk of columns). */
 static void cols_range(void *arg, uint64_t begin, uint64_t end)
@@ -210,8 +211,8 @@ static void cols_range(void *arg, uint64_t begin, uint64_t end)
     int64_t mi[COL_CHUNK];
     const uint64_t len = j->len, inner = j->inner;
     for (uint64_t it = begin; it < end; it++) {
-        uint64_t o = it / j->cpr, c0 = (it % j->cpr) * COL_CHUNK;
-        uint64_t w = inner - c0 < COL_CHUNK ? inner - c0 : COL_CHUNK;
+        uint64_t o = it / j->cpr, c0 = (it % j->cpr) * j->chunk;
+        uint64_t w = inner - c0 < j->chunk ? inner - c0 : j->chunk;
         const float *x = j->x + o * len * inner + c0;
         if (j->op == BITNET_RED_SUM || j->op == BITNET_RED_MEAN) {
             /* 16-byte vectors: one SSE register each (wider generic vectors
@@ -254,7 +255,7 @@ bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
     bn_cpu *cpu = ctx;
     bn_rplan p;
     bitnet_status st = BITNET_OK;
-    red_job j = {op, x, y, idx, 0, 0, 0, NULL, cpu->simd};
+    red_job j = {op, x, y, idx, 0, 0, 0, NULL, cpu->simd, 0};
     bn_reduce_plan(s, axes_mask, &p);
     if (p.n_out == 0) return BITNET_OK;
     if (p.n_red == 0) { /* only sum/mean get here */
@@ -270,7 +271,12 @@ bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
         /* [outer?, len, inner] with len reduced */
         j.len = p.dims[p.rank - 2];
         j.inner = p.dims[p.rank - 1];
-        j.cpr = (j.inner + COL_CHUNK - 1) / COL_CHUNK;
+        /* enough items for every thread, runs as long as possible */
+        uint64_t outer_ = p.rank == 3 ? p.dims[0] : 1, want = 2 * (uint64_t)bn_pool_threads(cpu->pool);
+        j.chunk = outer_ >= want ? COL_CHUNK : (j.inner * outer_ + want - 1) / want;
+        j.chunk = (j.chunk + 63) / 64 * 64;
+        if (j.chunk > COL_CHUNK) j.chunk = COL_CHUNK;
+        j.cpr = (j.inner + j.chunk - 1) / j.chunk;
         uint64_t outer = p.rank == 3 ? p.dims[0] : 1;
         bn_parallel_for(cpu->pool, outer * j.cpr, 1, cols_range, &j);
     } else {

@@ -131,6 +131,7 @@ static int compare_pair(const bitnet_tensor *a, const bitnet_tensor *b, const ch
     }
     diff_f64(x, y, n, &d);
     int tern = bitnet_dtype_is_ternary(a->info.dtype) && bitnet_dtype_is_ternary(b->info.dtype);
+    int any_tern = bitnet_dtype_is_ternary(a->info.dtype) || bitnet_dtype_is_ternary(b->info.dtype);
     int ints = bitnet_dtype_is_int(a->info.dtype) && bitnet_dtype_is_int(b->info.dtype);
     if (tern) {
         /* codes first: the values q*d could agree where codes and scales do not (d = 0) */
@@ -176,7 +177,7 @@ static int compare_pair(const bitnet_tensor *a, const bitnet_tensor *b, const ch
         } else if (bd->have_max_abs && !(d.max_abs <= bd->max_abs)) {
             fail = 1;
             snprintf(why, sizeof why, "max_abs %.3g exceeds bound --max-abs %.3g", d.max_abs, bd->max_abs);
-        } else if (scales_differ && !tern) {
+        } else if (scales_differ && !any_tern) {
             /* ternary scales are inside q*d; other scales are compared as they are */
             fail = 1;
             snprintf(why, sizeof why, "%s", swhy);

@@ -74,7 +74,7 @@ UNIT_HELPER_OBJ := $(UNIT_HELPER:%.c=$(BUILD)/%.o)
 
 MANPAGES := $(wildcard man/*.[157])
 
-.PHONY: all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device deps
+.PHONY: fuzz-lib all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device deps
 all: lib tools tests
 
 lib: $(LIB_A)
@@ -146,10 +146,17 @@ demo: deps
 FUZZ_SRC := $(wildcard tests/fuzz/fuzz_*.c)
 FUZZ_BIN := $(FUZZ_SRC:tests/fuzz/%.c=build-fuzz/%)
 FUZZ_FLAGS := -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -Ilib $(PKG_CFLAGS)
-build-fuzz/%: tests/fuzz/%.c $(LIB_SRC) $(GEN_SRC)
+# The library is built once with clang, the sanitizers and fuzzer coverage
+# (all SIMD variants included: the dispatchers call them), then each harness
+# links against it.
+FUZZ_LIB := build-fuzz/obj/lib/libbitnet.a
+fuzz-lib:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-fuzz/obj CC=clang SAN=1 OPT='-g -O1 -fsanitize=fuzzer-no-link' lib
+
+build-fuzz/%: tests/fuzz/%.c fuzz-lib
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")
-	$(Q)clang $(FUZZ_FLAGS) -o $@ $< $(filter-out %_avx2.c %_avx512.c %_vnni.c,$(LIB_SRC)) $(GEN_SRC) $(LIBS)
+	$(Q)clang $(FUZZ_FLAGS) -o $@ $< $(FUZZ_LIB) $(LIBS)
 
 fuzz: $(FUZZ_BIN)
 	$(Q)FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh $(FUZZ_BIN)

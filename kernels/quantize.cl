@@ -4,8 +4,10 @@
  * is ever evaluated here (see lib/cpu/quantize.h).
  *
  *   q_absum     exact sum of |w| over pieces of slices (tensor, rows or
- *               groups), as 11 carry-save 32-bit limbs per piece (unit 2^-149);
- *               the host merges them, rounds once and computes d and 1/d
+ *               groups), as 11 carry-save 32-bit limbs per piece (unit 2^-149),
+ *               or in a short form (two halves and a shift) when the piece's
+ *               exponents are close; the host merges them, rounds once and
+ *               computes d and 1/d
  *   q_pack      codes q = clamp(rint(w * s), -1, 1) written as T2 bytes
  *   q_acts      per-row absmax int8 quantization (one work-group per row)
  *   q_dequant_w w = q * d from T2 (integer ops on the bits of d)
@@ -20,6 +22,9 @@
 #endif
 #define Q_LIMBS 11
 #define Q_SPAN 32
+/* Marks a piece written in the short form (the top limb of a real sum stays
+ * below 2^5: sums are below 2^325). */
+#define Q_SHORT 0x8000000000000000UL
 
 /* acc += v * 2^sh as 32-bit pieces into carry-save limbs (limb i: 2^(32 i)). */
 inline void q_add_shifted(ulong *acc, ulong v, uint sh)
@@ -113,10 +118,11 @@ __kernel void q_absum(__global const uint *w, uint kind, bn_size rows, bn_size c
             if (lid < t) red[lid] += red[lid + t];
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        if (lid == 0) {
-            q_add_shifted(acc, lo, emin - 1u);
-            q_add_shifted(acc, red[0], emin - 1u + 32u);
-            for (uint k = 0; k < Q_LIMBS; k++) part[gid * Q_LIMBS + k] = acc[k];
+        if (lid == 0) { /* the short form: (lo + hi * 2^32) * 2^(emin - 1), marked in the top limb */
+            part[gid * Q_LIMBS + 0] = lo;
+            part[gid * Q_LIMBS + 1] = red[0];
+            part[gid * Q_LIMBS + 2] = emin - 1u;
+            part[gid * Q_LIMBS + Q_LIMBS - 1] = Q_SHORT;
         }
         return;
     }

@@ -73,6 +73,28 @@ size_t bn_absum(bn_xchunk_fn fn, const float *w, size_t n, bn_xsum *acc);
  * limb arithmetic when possible.  Returns n or the first NaN/Inf index. */
 size_t bn_absum_small(bn_xchunk_fn fn, const float *w, size_t n, double *sum);
 
+/* The SIMD absum kernels go faster with a second exact form: a chunk of
+ * BN_DCHUNK values whose exponents span at most BN_DSPAN binades is summed
+ * in double in any order without rounding (every value is a multiple of
+ * 2^(emin - 150) and every partial sum stays below 2^(emin - 150 + 53):
+ * 512 * 2^(emax - 126) <= 2^(emin - 97)).  Other chunks go through the
+ * chunk kernel above, 256 at a time. */
+#define BN_DCHUNK 512
+#define BN_DSPAN 20
+/* Adds a chunk summed in double (see above) to acc, or returns nonzero when
+ * the chunk is not of that form (maxb, minm1: the largest |w| bits and the
+ * smallest nonzero |w| bits minus one, UINT32_MAX when all are zero). */
+static inline int bn_xchunk_double(double dsum, uint32_t maxb, uint32_t minm1, bn_xsum *acc)
+{
+    if (minm1 == UINT32_MAX) return maxb ? 1 : 0; /* all zero: nothing to add */
+    uint32_t emin = (minm1 + 1) >> 23, emax = maxb >> 23;
+    if (maxb >= 0x7f800000u || emin == 0 || emax - emin > BN_DSPAN) return 1;
+    bn_xsum_add(acc, (uint64_t)ldexp(dsum, 150 - (int)emin), emin - 1);
+    return 0;
+}
+/* The exact sum of n values, chunk by chunk: returns n or the first NaN/Inf. */
+typedef size_t (*bn_absum_fn)(const float *w, size_t n, bn_xsum *acc);
+
 /* Quantizes blocks [b0, b1) of one row of `cols` weights to T2 (t2 points at
  * the row's first block).  The scale of 32-column sub-block j (j counted
  * from the row start) is s[j >> gshift].  Weights are finite. */
@@ -95,6 +117,7 @@ size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s);
 
 typedef struct {
     const char *name;
+    bn_absum_fn absum;
     bn_xchunk_fn xchunk;
     bn_qblocks_fn qblocks;
     bn_qacts_fn qacts;

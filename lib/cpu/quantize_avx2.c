@@ -75,6 +75,46 @@ static int xchunk_avx2(const float *w, size_t n, uint64_t *sum, unsigned *shift)
     return 0;
 }
 
+/* One pass per chunk: the exponent range and a double sum, exact when the
+ * range is narrow (bn_xchunk_double); other chunks take xchunk_avx2. */
+static size_t absum_avx2(const float *w, size_t n, bn_xsum *acc)
+{
+    const __m256i absmask = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32(1);
+    for (size_t c = 0; c < n; c += BN_DCHUNK) {
+        const size_t len = n - c < BN_DCHUNK ? n - c : BN_DCHUNK;
+        const float *p = w + c;
+        __m256i vmax = _mm256_setzero_si256(), vmin = _mm256_set1_epi32(-1);
+        __m256d d0 = _mm256_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
+        size_t i = 0;
+        for (; i + 16 <= len; i += 16) {
+            __m256i u = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i)), absmask);
+            __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i + 8)), absmask);
+            vmax = _mm256_max_epu32(vmax, _mm256_max_epu32(u, v));
+            vmin = _mm256_min_epu32(vmin, _mm256_min_epu32(_mm256_sub_epi32(u, one), _mm256_sub_epi32(v, one)));
+            d0 = _mm256_add_pd(d0, _mm256_cvtps_pd(_mm_castsi128_ps(_mm256_castsi256_si128(u))));
+            d1 = _mm256_add_pd(d1, _mm256_cvtps_pd(_mm_castsi128_ps(_mm256_extracti128_si256(u, 1))));
+            d2 = _mm256_add_pd(d2, _mm256_cvtps_pd(_mm_castsi128_ps(_mm256_castsi256_si128(v))));
+            d3 = _mm256_add_pd(d3, _mm256_cvtps_pd(_mm_castsi128_ps(_mm256_extracti128_si256(v, 1))));
+        }
+        uint32_t maxb = hmax_epi32(vmax), minm1 = hmin_epu32(vmin);
+        __m256d ds = _mm256_add_pd(_mm256_add_pd(d0, d1), _mm256_add_pd(d2, d3));
+        __m128d h = _mm_add_pd(_mm256_castpd256_pd128(ds), _mm256_extractf128_pd(ds, 1));
+        double dsum = _mm_cvtsd_f64(h) + _mm_cvtsd_f64(_mm_unpackhi_pd(h, h));
+        for (; i < len; i++) {
+            uint32_t u;
+            memcpy(&u, &p[i], 4);
+            u &= 0x7fffffffu;
+            if (u > maxb) maxb = u;
+            if (u - 1 < minm1) minm1 = u - 1;
+            dsum += fabs((double)p[i]);
+        }
+        if (bn_xchunk_double(dsum, maxb, minm1, acc) == 0) continue;
+        size_t at = bn_absum(xchunk_avx2, p, len, acc);
+        if (at < len) return c + at;
+    }
+    return n;
+}
+
 /* 32 bytes from four vectors of 8 int32 in 0..255 (j = 0..7, 8..15, ...). */
 static inline __m256i pack_bytes(__m256i a0, __m256i a1, __m256i a2, __m256i a3)
 {
@@ -155,4 +195,4 @@ static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s)
     return n;
 }
 
-const bn_quant_kernels bn_quant_avx2 = {"avx2", xchunk_avx2, qblocks_avx2, qacts_avx2};
+const bn_quant_kernels bn_quant_avx2 = {"avx2", absum_avx2, xchunk_avx2, qblocks_avx2, qacts_avx2};

@@ -49,6 +49,44 @@ static int xchunk_avx512(const float *w, size_t n, uint64_t *sum, unsigned *shif
     return 0;
 }
 
+/* One pass per chunk: the exponent range and a double sum, exact when the
+ * range is narrow (bn_xchunk_double); other chunks take xchunk_avx512. */
+static size_t absum_avx512(const float *w, size_t n, bn_xsum *acc)
+{
+    const __m512i absmask = _mm512_set1_epi32(0x7fffffff), one = _mm512_set1_epi32(1);
+    for (size_t c = 0; c < n; c += BN_DCHUNK) {
+        const size_t len = n - c < BN_DCHUNK ? n - c : BN_DCHUNK;
+        const float *p = w + c;
+        __m512i vmax = _mm512_setzero_si512(), vmin = _mm512_set1_epi32(-1);
+        __m512d d0 = _mm512_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
+        size_t i = 0;
+        for (; i + 32 <= len; i += 32) {
+            __m512i u = _mm512_and_si512(_mm512_loadu_si512(p + i), absmask);
+            __m512i v = _mm512_and_si512(_mm512_loadu_si512(p + i + 16), absmask);
+            vmax = _mm512_max_epu32(vmax, _mm512_max_epu32(u, v));
+            vmin = _mm512_min_epu32(vmin, _mm512_min_epu32(_mm512_sub_epi32(u, one), _mm512_sub_epi32(v, one)));
+            d0 = _mm512_add_pd(d0, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(u))));
+            d1 = _mm512_add_pd(d1, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(u, 1))));
+            d2 = _mm512_add_pd(d2, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(v))));
+            d3 = _mm512_add_pd(d3, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(v, 1))));
+        }
+        for (; i < len; i += 16) { /* masked-off lanes load 0: neutral everywhere */
+            __mmask16 k = len - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (len - i)) - 1);
+            __m512i u = _mm512_and_si512(_mm512_maskz_loadu_epi32(k, p + i), absmask);
+            vmax = _mm512_max_epu32(vmax, u);
+            vmin = _mm512_mask_min_epu32(vmin, k, vmin, _mm512_sub_epi32(u, one));
+            d0 = _mm512_add_pd(d0, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_castsi512_si256(u))));
+            d1 = _mm512_add_pd(d1, _mm512_cvtps_pd(_mm256_castsi256_ps(_mm512_extracti64x4_epi64(u, 1))));
+        }
+        const double dsum = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(d0, d1), _mm512_add_pd(d2, d3)));
+        if (bn_xchunk_double(dsum, (uint32_t)_mm512_reduce_max_epu32(vmax), _mm512_reduce_min_epu32(vmin), acc) == 0)
+            continue;
+        size_t at = bn_absum(xchunk_avx512, p, len, acc);
+        if (at < len) return c + at;
+    }
+    return n;
+}
+
 static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,
                            uint8_t *t2)
 {
@@ -108,4 +146,4 @@ static size_t qacts_avx512(const float *x, size_t n, int8_t *q, float *s)
     return n;
 }
 
-const bn_quant_kernels bn_quant_avx512 = {"avx512", xchunk_avx512, qblocks_avx512, qacts_avx512};
+const bn_quant_kernels bn_quant_avx512 = {"avx512", absum_avx512, xchunk_avx512, qblocks_avx512, qacts_avx512};

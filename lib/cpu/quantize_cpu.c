@@ -57,7 +57,10 @@ size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s)
     return n;
 }
 
-static const bn_quant_kernels scalar_kernels = {"scalar", bn_xchunk_scalar, bn_qblocks_scalar, bn_qacts_scalar};
+static size_t absum_scalar(const float *w, size_t n, bn_xsum *acc) { return bn_absum(bn_xchunk_scalar, w, n, acc); }
+
+static const bn_quant_kernels scalar_kernels = {"scalar", absum_scalar, bn_xchunk_scalar, bn_qblocks_scalar,
+                                                bn_qacts_scalar};
 
 const bn_quant_kernels *bn_quant_kernels_for(bn_simd simd)
 {
@@ -126,7 +129,7 @@ static void qw_rows(void *vp, uint64_t r0, uint64_t r1)
             } else {
                 bn_xsum acc;
                 bn_xsum_zero(&acc);
-                at = bn_absum(j->k->xchunk, wr + c0, len, &acc);
+                at = j->k->absum(wr + c0, len, &acc);
                 sum = bn_xsum_to_double(&acc);
             }
             if (at < len) {
@@ -153,7 +156,7 @@ static void qw_pass1(void *vp, uint64_t t0, uint64_t t1)
         uint64_t b = pc * PIECE, e = b + PIECE < j->slice ? b + PIECE : j->slice;
         const float *base = j->w + sl * j->slice;
         bn_xsum_zero(&j->part[t]);
-        size_t at = bn_absum(j->k->xchunk, base + b, (size_t)(e - b), &j->part[t]);
+        size_t at = j->k->absum(base + b, (size_t)(e - b), &j->part[t]);
         if (at < e - b) note_bad(&j->bad, sl * j->slice + b + at);
     }
 }

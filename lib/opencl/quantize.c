@@ -14,6 +14,7 @@
 
 #define Q_WG 64
 #define Q_LIMBS 11
+#define Q_SHORT 0x8000000000000000ull /* a piece in the short form (kernels/quantize.cl) */
 #define Q_OPTS "-DQ_WG=64"
 
 static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
@@ -58,6 +59,25 @@ static size_t first_bad_float(const float *x, uint64_t n)
     for (uint64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) return (size_t)i;
     return (size_t)n;
+}
+
+/* The exact sum of one slice from its pieces, rounded once to double. */
+static double merge_pieces(const uint64_t *part, uint64_t pieces)
+{
+    const uint64_t *p = part;
+    if (pieces == 1 && p[Q_LIMBS - 1] == Q_SHORT && (p[1] >> 32) == 0 && p[0] <= UINT64_MAX - (p[1] << 32))
+        return ldexp((double)(p[0] + (p[1] << 32)), (int)p[2] - 149); /* one rounding, then exact */
+    bn_xsum acc;
+    bn_xsum_zero(&acc);
+    for (uint64_t i = 0; i < pieces; i++, p += Q_LIMBS) {
+        if (p[Q_LIMBS - 1] == Q_SHORT) {
+            bn_xsum_add(&acc, p[0], (unsigned)p[2]);
+            bn_xsum_add(&acc, p[1], (unsigned)p[2] + 32);
+        } else {
+            for (unsigned k = 0; k < Q_LIMBS; k++) bn_xsum_add(&acc, p[k], 32 * k);
+        }
+    }
+    return bn_xsum_to_double(&acc);
 }
 
 bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols, bitnet_scale_kind kind,
@@ -109,16 +129,12 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     }
     if ((st = bn_ocl_download(o, bpart, 0, part, (size_t)groups * Q_LIMBS * 8))) goto out;
     for (uint64_t sl = 0; sl < nsc; sl++) {
-        bn_xsum acc;
-        bn_xsum_zero(&acc);
-        for (uint64_t p = 0; p < pieces; p++)
-            for (unsigned k = 0; k < Q_LIMBS; k++) bn_xsum_add(&acc, part[(sl * pieces + p) * Q_LIMBS + k], 32 * k);
         uint64_t len = slice;
         if (kind == BITNET_SCALE_GROUP) { /* the last group of a row may be short */
             uint64_t ng = (cols + group - 1) / group, c0 = (sl % ng) * group;
             len = cols - c0 < group ? cols - c0 : group;
         }
-        d[sl] = bn_absmean_scale(bn_xsum_to_double(&acc), len);
+        d[sl] = bn_absmean_scale(merge_pieces(part + sl * pieces * Q_LIMBS, pieces), len);
         s[sl] = 1.0f / d[sl];
     }
     if ((st = bn_ocl_upload(o, bs, 0, s, (size_t)nsc * 4))) goto out;

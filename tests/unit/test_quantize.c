@@ -260,11 +260,14 @@ static void xsum_and_division(void **state)
     }
     bn_xsum_merge(&a, &b);
     assert_true(bn_xsum_to_double(&a) == 2000.0 * (double)3.0e38f + 1.0);
-    /* chunk kernels agree with the per-element sum */
-    for (int t = 0; t < 200; t++) {
-        float w[BN_XCHUNK];
-        size_t n = 1 + rnd() % BN_XCHUNK;
+    /* chunk kernels and whole-slice sums agree with the per-element sum, for
+     * exponent spans from 1 to 40 binades (each exact form and the fallbacks) */
+    for (int t = 0; t < 400; t++) {
+        float w[2000];
+        size_t n = 1 + rnd() % (t < 200 ? BN_XCHUNK : 2000);
         for (size_t i = 0; i < n; i++) w[i] = ldexpf(rndf(), -(int)(rnd() % (t % 40 + 1)));
+        if (t % 7 == 0) w[rnd() % n] = 0.0f;
+        if (t % 11 == 0) w[rnd() % n] = bits_f(rnd() % 0x7fffff + 1); /* subnormal */
         bn_xsum e, f;
         bn_xsum_zero(&e);
         bn_xsum_zero(&f);
@@ -273,9 +276,16 @@ static void xsum_and_division(void **state)
                                          bn_quant_kernels_for(BN_SIMD_AVX512)};
         for (int k = 0; k < 3; k++) {
             bn_xsum_zero(&f);
-            assert_int_equal(bn_absum(ks[k]->xchunk, w, n, &f), n);
+            if (n <= BN_XCHUNK) {
+                assert_int_equal(bn_absum(ks[k]->xchunk, w, n, &f), n);
+                assert_memory_equal(&e, &f, sizeof e);
+                bn_xsum_zero(&f);
+            }
+            assert_int_equal(ks[k]->absum(w, n, &f), n);
             assert_memory_equal(&e, &f, sizeof e);
         }
+        w[n / 2] = NAN;
+        for (int k = 0; k < 3; k++) assert_int_equal(ks[k]->absum(w, n, &f), n / 2);
     }
     /* division from integers against the hardware division, all q, many s */
     for (int t = 0; t < 20000; t++) {

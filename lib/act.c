@@ -34,26 +34,27 @@ bitnet_status bitnet_act_parse(const char *name, bitnet_act *out)
     return bn_fail(BITNET_E_INVALID, "unknown activation '%s' (none, relu, gelu, gelu-tanh, sigmoid, silu)", name);
 }
 
-/* Every operation here is a single IEEE float operation (no contraction:
- * ISO C mode compiles with -ffp-contract=off), so relu and none are exact on
- * every backend and the others differ only by the libm used (erff, tanhf,
- * expf). */
+/* relu and none are single float operations, the same bits on every
+ * backend.  The others are evaluated in double and rounded once to float:
+ * then both sides are within about half an ulp of the true value, so devices
+ * with fp64 (the OpenCL kernels use the same double expressions) agree to an
+ * ulp or so, whatever the accuracy of their single precision erfc/exp. */
 float bn_act_ref(bitnet_act a, float v)
 {
     switch (a) {
     case BITNET_ACT_RELU:
         return v > 0.0f ? v : 0.0f;
     case BITNET_ACT_GELU: /* 0.5 v (1 + erf(v/sqrt2)), as erfc: no cancellation for v < 0 */
-        return 0.5f * v * erfcf(v * -0.70710678118654752f);
+        return (float)(0.5 * (double)v * erfc((double)v * -0.70710678118654752));
     case BITNET_ACT_GELU_TANH: { /* 0.5 v (1 + tanh u) = v / (1 + exp(-2u)): no cancellation */
-        const float v3 = v * v * v;
-        const float inner = 0.79788456080286536f * (v + 0.044715f * v3);
-        return v / (1.0f + expf(-2.0f * inner));
+        const double d = v;
+        const double inner = 0.79788456080286536 * (d + 0.044715 * (d * d * d));
+        return (float)(d / (1.0 + exp(-2.0 * inner)));
     }
     case BITNET_ACT_SIGMOID:
-        return 1.0f / (1.0f + expf(-v));
+        return (float)(1.0 / (1.0 + exp(-(double)v)));
     case BITNET_ACT_SILU:
-        return v / (1.0f + expf(-v));
+        return (float)((double)v / (1.0 + exp(-(double)v)));
     default:
         return v;
     }

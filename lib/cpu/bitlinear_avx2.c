@@ -78,6 +78,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
         const __m256i c1 = _mm256_and_si256(_mm256_srli_epi16(wb, 2), mask);
         const __m256i c2 = _mm256_and_si256(_mm256_srli_epi16(wb, 4), mask);
         const __m256i c3 = _mm256_and_si256(_mm256_srli_epi16(wb, 6), mask);
+        #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xp = x + (size_t)t * xstride + 128 * b;
             __m256i p = _mm256_maddubs_epi16(c0, _mm256_loadu_si256((const __m256i *)xp));
@@ -87,6 +88,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
             a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(p, ones));
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = hsum(a[t]);
 }
 

@@ -20,6 +20,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
 {
     const __m512i mask = _mm512_set1_epi8(3), ones = _mm512_set1_epi16(1);
     __m512i a[BN_T2_MAXT];
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) a[t] = _mm512_setzero_si512();
     const size_t npairs = (nblocks + 1) / 2;
     for (size_t p = 0; p < npairs; p++) {
@@ -28,6 +29,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
         const __m512i c1 = _mm512_and_si512(_mm512_srli_epi16(wb, 2), mask);
         const __m512i c2 = _mm512_and_si512(_mm512_srli_epi16(wb, 4), mask);
         const __m512i c3 = _mm512_and_si512(_mm512_srli_epi16(wb, 6), mask);
+        #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xp = x + (size_t)t * xstride + 256 * p;
             __m512i s = _mm512_maddubs_epi16(c0, _mm512_loadu_si512((const void *)xp));
@@ -37,6 +39,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
             a[t] = _mm512_add_epi32(a[t], _mm512_madd_epi16(s, ones));
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm512_reduce_add_epi32(a[t]);
 }
 

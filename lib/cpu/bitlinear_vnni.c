@@ -39,6 +39,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
 {
     const __m512i mask = _mm512_set1_epi8(3);
     __m512i a[BN_T2_MAXT][2];
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) a[t][0] = a[t][1] = _mm512_setzero_si512();
     const size_t npairs = (nblocks + 1) / 2;
     for (size_t p = 0; p < npairs; p++) {
@@ -47,6 +48,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
         const __m512i c1 = _mm512_and_si512(_mm512_srli_epi16(wb, 2), mask);
         const __m512i c2 = _mm512_and_si512(_mm512_srli_epi16(wb, 4), mask);
         const __m512i c3 = _mm512_and_si512(_mm512_srli_epi16(wb, 6), mask);
+        #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xp = x + (size_t)t * xstride + 256 * p;
             a[t][0] = _mm512_dpbusd_epi32(a[t][0], c0, LD(xp));
@@ -55,6 +57,7 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
             a[t][1] = _mm512_dpbusd_epi32(a[t][1], c3, LD(xp + 192));
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) acc[t] = _mm512_reduce_add_epi32(_mm512_add_epi32(a[t][0], a[t][1]));
 }
 
@@ -64,6 +67,7 @@ INLINE void dot2_nt(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_
 {
     const __m512i mask = _mm512_set1_epi8(3);
     __m512i a0[BN_T2_MAXT], a1[BN_T2_MAXT];
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) a0[t] = a1[t] = _mm512_setzero_si512();
     const size_t npairs = (nblocks + 1) / 2;
     for (size_t p = 0; p < npairs; p++) {
@@ -72,6 +76,7 @@ INLINE void dot2_nt(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_
         const __m512i u1 = _mm512_and_si512(_mm512_srli_epi16(u, 2), mask), v1 = _mm512_and_si512(_mm512_srli_epi16(v, 2), mask);
         const __m512i u2 = _mm512_and_si512(_mm512_srli_epi16(u, 4), mask), v2 = _mm512_and_si512(_mm512_srli_epi16(v, 4), mask);
         const __m512i u3 = _mm512_and_si512(_mm512_srli_epi16(u, 6), mask), v3 = _mm512_and_si512(_mm512_srli_epi16(v, 6), mask);
+        #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xp = x + (size_t)t * xstride + 256 * p;
             __m512i xv = LD(xp);
@@ -88,6 +93,7 @@ INLINE void dot2_nt(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_
             a1[t] = _mm512_dpbusd_epi32(a1[t], v3, xv);
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) {
         acc0[t] = _mm512_reduce_add_epi32(a0[t]);
         acc1[t] = _mm512_reduce_add_epi32(a1[t]);

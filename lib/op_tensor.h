@@ -109,8 +109,9 @@ void bn_norm_ref_k(const float *x, uint64_t rows, uint64_t cols, const float *we
                    float eps, int rms, float *y);
 void bn_permute_ref_k(const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);
 
-/* SIMD inner loops (lib/cpu/NAME_avx2.c; x86-64 only). */
+/* SIMD inner loops (lib/cpu/NAME_avx2.c, NAME_avx512.c; x86-64 only). */
 double bn_sum_f32_avx2(const float *x, uint64_t n);
+double bn_sum_f32_avx512(const float *x, uint64_t n);
 /* Runs y[i] = a[i*sa] op b[i*sb] for sa, sb in {0,1}; returns how many it did
  * (the caller finishes the tail). */
 uint64_t bn_binary_run_avx2(bitnet_binary_op op, const float *a, uint64_t sa, const float *b, uint64_t sb,

@@ -91,7 +91,7 @@ static part span_reduce(bitnet_reduce_op op, const float *restrict x, uint64_t n
     uint64_t i = 0;
 #if defined(__x86_64__)
     if ((op == BITNET_RED_SUM || op == BITNET_RED_MEAN) && simd >= BN_SIMD_AVX2) {
-        p.s = bn_sum_f32_avx2(x, n);
+        p.s = simd >= BN_SIMD_AVX512 ? bn_sum_f32_avx512(x, n) : bn_sum_f32_avx2(x, n);
         return p;
     }
 #else

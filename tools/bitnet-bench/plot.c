@@ -38,7 +38,7 @@ static int write_files(FILE *data, FILE *gp, const char *datapath, const char *o
     else fprintf(gp, "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) set terminal pngcairo size 1200,800; "
                      "else set terminal png size 1200,800\n");
     fprintf(gp, "set output '%s'\nset title 'bitnet-bench: throughput against size'\n"
-                "set xlabel 'bytes moved per call'\nset ylabel 'GB/s'\nset logscale x 2\nset format x '%%.0s%%cB'\n"
+                "set xlabel 'bytes moved per call'\nset ylabel 'GB/s'\nset logscale x 2\nset logscale y 10\nset format x '%%.0s%%cB'\n"
                 "set grid\nset key outside right top\nplot ",
             outpath);
     for (size_t i = 0; i < n; i++) {

@@ -19,6 +19,15 @@ INLINE __m512i load_pair(const uint8_t *w, size_t p, size_t nblocks)
 
 #define LD(p) _mm512_loadu_si512((const void *)(p))
 
+/* A load kept in a register: without the empty asm the compiler folds it
+ * into both vpdpbusd that use it, loading the same 64 bytes twice. */
+INLINE __m512i LD_REG(const int8_t *p)
+{
+    __m512i v = _mm512_loadu_si512((const void *)p);
+    __asm__("" : "+v"(v));
+    return v;
+}
+
 static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc)
 {
     const __m512i mask = _mm512_set1_epi8(3);
@@ -79,16 +88,16 @@ INLINE void dot2_nt(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xp = x + (size_t)t * xstride + 256 * p;
-            __m512i xv = LD(xp);
+            __m512i xv = LD_REG(xp);
             a0[t] = _mm512_dpbusd_epi32(a0[t], u0, xv);
             a1[t] = _mm512_dpbusd_epi32(a1[t], v0, xv);
-            xv = LD(xp + 64);
+            xv = LD_REG(xp + 64);
             a0[t] = _mm512_dpbusd_epi32(a0[t], u1, xv);
             a1[t] = _mm512_dpbusd_epi32(a1[t], v1, xv);
-            xv = LD(xp + 128);
+            xv = LD_REG(xp + 128);
             a0[t] = _mm512_dpbusd_epi32(a0[t], u2, xv);
             a1[t] = _mm512_dpbusd_epi32(a1[t], v2, xv);
-            xv = LD(xp + 192);
+            xv = LD_REG(xp + 192);
             a0[t] = _mm512_dpbusd_epi32(a0[t], u3, xv);
             a1[t] = _mm512_dpbusd_epi32(a1[t], v3, xv);
         }

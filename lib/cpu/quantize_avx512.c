@@ -87,11 +87,15 @@ static size_t absum_avx512(const float *w, size_t n, bn_xsum *acc)
     return n;
 }
 
+/* Per sub-block k, the comparisons give 32-bit masks over bytes j = 0..31;
+ * code bits are added to the 32 output bytes under those masks
+ * (code 2 where x > .5, code 1 where -.5 <= x <= .5, 0 otherwise). */
 static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,
                            uint8_t *t2)
 {
     const __m512 half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
-    const __m512i one = _mm512_set1_epi32(1);
+    const __m256i two[4] = {_mm256_set1_epi8(2), _mm256_set1_epi8(8), _mm256_set1_epi8(32), _mm256_set1_epi8((char)128)};
+    const __m256i one[4] = {_mm256_set1_epi8(1), _mm256_set1_epi8(4), _mm256_set1_epi8(16), _mm256_set1_epi8(64)};
     float tmp[BITNET_T2_BLOCK];
     for (uint64_t b = b0; b < b1; b++) {
         const float *p = w + b * BITNET_T2_BLOCK;
@@ -101,20 +105,17 @@ static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t 
             memcpy(tmp, p, n * sizeof *p);
             p = tmp;
         }
-        __m512 sc[4];
-        for (unsigned k = 0; k < 4; k++) sc[k] = _mm512_set1_ps(s[bn_qscale_index(4 * b + k, gshift, cols)]);
-        uint8_t *out = t2 + b * BITNET_T2_BLOCK_BYTES;
-        for (unsigned jj = 0; jj < 2; jj++) {
-            __m512i a = _mm512_setzero_si512();
-            for (unsigned k = 0; k < 4; k++) {
-                __m512 x = _mm512_mul_ps(_mm512_loadu_ps(p + 32 * k + 16 * jj), sc[k]);
-                __mmask16 gt = _mm512_cmp_ps_mask(x, half, _CMP_GT_OQ), lt = _mm512_cmp_ps_mask(x, mhalf, _CMP_LT_OQ);
-                __m512i code = _mm512_mask_add_epi32(one, gt, one, one);  /* 2 where x > .5 */
-                code = _mm512_mask_sub_epi32(code, lt, code, one);        /* 0 where x < -.5 */
-                a = _mm512_or_si512(a, _mm512_slli_epi32(code, 2 * k));
-            }
-            _mm_storeu_si128((__m128i *)(out + 16 * jj), _mm512_cvtepi32_epi8(a));
+        __m256i acc = _mm256_setzero_si256();
+        for (unsigned k = 0; k < 4; k++) {
+            const __m512 sc = _mm512_set1_ps(s[bn_qscale_index(4 * b + k, gshift, cols)]);
+            const __m512 x0 = _mm512_mul_ps(_mm512_loadu_ps(p + 32 * k), sc);
+            const __m512 x1 = _mm512_mul_ps(_mm512_loadu_ps(p + 32 * k + 16), sc);
+            const __mmask32 gt = _mm512_kunpackw(_mm512_cmp_ps_mask(x1, half, _CMP_GT_OQ), _mm512_cmp_ps_mask(x0, half, _CMP_GT_OQ));
+            const __mmask32 lt = _mm512_kunpackw(_mm512_cmp_ps_mask(x1, mhalf, _CMP_LT_OQ), _mm512_cmp_ps_mask(x0, mhalf, _CMP_LT_OQ));
+            acc = _mm256_mask_add_epi8(acc, gt, acc, two[k]);
+            acc = _mm256_mask_add_epi8(acc, (__mmask32)~(gt | lt), acc, one[k]);
         }
+        _mm256_storeu_si256((__m256i *)(t2 + b * BITNET_T2_BLOCK_BYTES), acc);
     }
 }
 

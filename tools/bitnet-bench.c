@@ -161,12 +161,13 @@ int main(int argc, char **argv)
     struct arg_str *a_format = arg_str0(NULL, "format", "table|md|csv|json|jsonl", "output format (default table)");
     struct arg_file *a_out = arg_file0("o", "output", "FILE", "write results to FILE (default stdout)");
     struct arg_file *a_plot = arg_file0(NULL, "plot", "FILE.png|FILE.svg", "plot GB/s against size with gnuplot");
+    struct arg_file *a_from = arg_file0(NULL, "from", "FILE.json", "report earlier --format json results (no measuring)");
     struct arg_lit *a_cal = arg_lit0(NULL, "calibrate", "calibrate auto-dispatch for each device and print the report");
     struct arg_lit *a_list = arg_lit0(NULL, "list-devices", "list devices (as bitnet-info --devices) and exit");
     struct arg_end *end = arg_end(20);
     void *table[] = {a_op, a_shape, a_sweep, a_model, a_tokens, a_scale, dev.device, dev.threads, a_base, a_reps,
                      a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_format,
-                     a_out, a_plot, a_cal, a_list, dev.stats, std.help, std.version, std.quiet, std.verbose,
+                     a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet, std.verbose,
                      std.force, end};
     bitnet_backend *bes[MAX_DEVS] = {0}, *base_be = NULL;
     bench_device devs[MAX_DEVS];
@@ -226,6 +227,17 @@ int main(int argc, char **argv)
         free(text);
         rc = fflush(stdout) ? EXIT_IO : EXIT_OK;
         goto cleanup;
+    }
+
+    if (a_from->count) { /* results measured elsewhere (a machine without gnuplot): report them */
+        FILE *in = NULL;
+        if ((rc = tool_in_open(a_from->filename[0], &in))) goto cleanup;
+        rc = bench_read_json(in, a_from->filename[0], &rows.v, &rows.n, devs, &ndev, MAX_DEVS);
+        tool_in_close(in);
+        if (rc) goto cleanup;
+        for (size_t i = 0; i < rows.n; i++)
+            if (strcmp(rows.v[i].check, "FAIL") == 0 || strcmp(rows.v[i].check, "error") == 0) worst = EXIT_FAIL;
+        goto report;
     }
 
     /* devices */
@@ -422,7 +434,7 @@ int main(int argc, char **argv)
     }
     progress(NULL, NULL, NULL, 0);
 
-    /* report */
+report:;
     FILE *outf = stdout;
     tool_out out = {0};
     if (a_out->count && strcmp(a_out->filename[0], "-") != 0) {
@@ -442,7 +454,7 @@ int main(int argc, char **argv)
     if (fmt == BENCH_FMT_TABLE && tool_verbosity >= 1)
         for (size_t d = 0; d < ndev; d++)
             if (!isnan(devs[d].peak_gbs))
-                fprintf(stderr, "%s: %s roofline: copy %.1f GB/s, read %.1f GB/s (%s)\n", tool_name, devnames[d],
+                fprintf(stderr, "%s: %s roofline: copy %.1f GB/s, read %.1f GB/s (%s)\n", tool_name, devs[d].spec,
                         devs[d].copy_gbs, devs[d].read_gbs, devs[d].describe);
     rc = worst;
 cleanup:

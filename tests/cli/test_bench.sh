@@ -130,6 +130,26 @@ else
     ok "# skip --plot svg: gnuplot not installed"
     ok "# skip svg written: gnuplot not installed"
 fi
+# results measured elsewhere are reported (and plotted) with --from
+bench --op add,bitlinear --shape 64x512 --device $DEVS --format json -o "$T/r.json" 2>/dev/null
+expect_rc 0 "--from reports saved results" bitnet-bench --from "$T/r.json" --format csv
+cp "$T/out" "$T/r1.csv"
+check "--from: every saved row" test "$(tail -n +2 "$T/r1.csv" | wc -l)" -eq "$(grep -o '"op":' "$T/r.json" | wc -l)"
+bitnet-bench --from "$T/r.json" --format json 2>/dev/null | bitnet-bench --from - --format csv >"$T/r2.csv" 2>/dev/null
+check "--from: json survives a round trip unchanged" cmp -s "$T/r1.csv" "$T/r2.csv"
+if command -v gnuplot >/dev/null 2>&1; then
+    expect_rc 0 "--from with --plot" bitnet-bench --from "$T/r.json" --plot "$T/r.svg"
+    check "--from: plot written" grep -q '<svg' "$T/r.svg"
+else
+    ok "# skip --from with --plot: gnuplot not installed"
+    ok "# skip --from: plot written: gnuplot not installed"
+fi
+printf '{"tool": "other"}' >"$T/other.json"
+expect_rc 1 "--from refuses other JSON" bitnet-bench --from "$T/other.json"
+expect_err "not the --format json output" "--from says why"
+BITNET_TEST_PERTURB=bitlinear bitnet-bench $FAST --op bitlinear --shape 64x512 --format json >"$T/fail.json" 2>/dev/null
+expect_rc 1 "--from: saved FAIL rows keep exit status 1" bitnet-bench --from "$T/fail.json"
+
 mkdir -p "$T/nognuplot"
 expect_rc 3 "--plot without gnuplot fails" env PATH="$T/nognuplot" "$BIN/bitnet-bench" $FAST --op add --shape 64 \
     --plot "$T/q.png"

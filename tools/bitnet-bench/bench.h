@@ -146,6 +146,9 @@ const char *bench_fmt_time(double ms, char *buf, size_t n);
 typedef enum { BENCH_FMT_TABLE, BENCH_FMT_MD, BENCH_FMT_CSV, BENCH_FMT_JSON, BENCH_FMT_JSONL } bench_format;
 int bench_format_parse(const char *s, bench_format *f);
 int bench_write(FILE *f, bench_format fmt, const bench_row *rows, size_t n, const bench_device *devs, size_t ndev);
+/* Reads back a --format json document (rows malloc'd); returns an exit status. */
+int bench_read_json(FILE *f, const char *name, bench_row **rows, size_t *n, bench_device *devs, size_t *ndev,
+                    size_t maxdev);
 
 /* plot.c: returns an exit status. */
 int bench_plot(const char *path, const bench_row *rows, size_t n, const bench_device *devs, size_t ndev);

@@ -225,3 +225,85 @@ int bench_write(FILE *f, bench_format fmt, const bench_row *rows, size_t n, cons
     }
     return ferror(f) ? EXIT_IO : EXIT_OK;
 }
+
+static double jget_num(json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static void jget_str(json_t *o, const char *key, char *out, size_t n)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    snprintf(out, n, "%s", s ? s : "");
+}
+
+int bench_read_json(FILE *f, const char *name, bench_row **rows, size_t *n, bench_device *devs, size_t *ndev,
+                    size_t maxdev)
+{
+    json_error_t err;
+    json_t *doc = json_loadf(f, 0, &err), *jd, *jr, *v;
+    size_t i;
+    *rows = NULL, *n = 0, *ndev = 0;
+    if (!doc) {
+        msg_err("%s: line %d: %s", name, err.line, err.text);
+        return EXIT_FAIL;
+    }
+    jd = json_object_get(doc, "devices");
+    jr = json_object_get(doc, "results");
+    const char *tool = json_string_value(json_object_get(doc, "tool"));
+    if (!json_is_array(jd) || !json_is_array(jr) || !tool || strcmp(tool, "bitnet-bench") != 0) {
+        msg_err("%s: not the --format json output of bitnet-bench", name);
+        json_decref(doc);
+        return EXIT_FAIL;
+    }
+    json_array_foreach(jd, i, v) {
+        if (*ndev == maxdev) break;
+        bench_device *d = &devs[(*ndev)++];
+        jget_str(v, "device", d->spec, sizeof d->spec);
+        jget_str(v, "describe", d->describe, sizeof d->describe);
+        d->copy_gbs = jget_num(v, "copy_gbs");
+        d->read_gbs = jget_num(v, "read_gbs");
+        d->peak_gbs = jget_num(v, "peak_gbs");
+    }
+    if (json_array_size(jr) && !(*rows = calloc(json_array_size(jr), sizeof **rows))) {
+        json_decref(doc);
+        msg_err("out of memory");
+        return EXIT_FAIL;
+    }
+    json_array_foreach(jr, i, v) {
+        bench_row *r = &(*rows)[(*n)++];
+        static const char *const timers[] = {"kernel", "e2e", "self"};
+        char timer[16];
+        jget_str(v, "op", r->op, sizeof r->op);
+        jget_str(v, "variant", r->variant, sizeof r->variant);
+        jget_str(v, "device", r->device, sizeof r->device);
+        jget_str(v, "shape", r->shape, sizeof r->shape);
+        jget_str(v, "check", r->check, sizeof r->check);
+        jget_str(v, "note", r->note, sizeof r->note);
+        jget_str(v, "timer", timer, sizeof timer);
+        r->timer = "e2e";
+        for (int t = 0; t < 3; t++)
+            if (strcmp(timer, timers[t]) == 0) r->timer = timers[t];
+        r->m = (uint64_t)json_integer_value(json_object_get(v, "m"));
+        r->k = (uint64_t)json_integer_value(json_object_get(v, "k"));
+        r->has_tokens = json_is_integer(json_object_get(v, "tokens"));
+        r->tokens = r->has_tokens ? (uint64_t)json_integer_value(json_object_get(v, "tokens")) : 1;
+        r->med_ms = jget_num(v, "time_ms");
+        r->min_ms = jget_num(v, "min_ms");
+        r->max_ms = jget_num(v, "max_ms");
+        r->spread = jget_num(v, "spread");
+        r->reps = (int)json_integer_value(json_object_get(v, "reps"));
+        r->e2e_ms = jget_num(v, "e2e_ms");
+        r->bytes = jget_num(v, "bytes");
+        r->gbs = jget_num(v, "gbs");
+        r->gops = jget_num(v, "gops");
+        r->pct = jget_num(v, "pct_peak");
+        r->speedup = jget_num(v, "speedup");
+        r->dev = -1;
+        for (size_t d = 0; d < *ndev; d++)
+            if (strcmp(devs[d].spec, r->device) == 0) r->dev = (int)d;
+    }
+    json_decref(doc);
+    return EXIT_OK;
+}

@@ -124,6 +124,8 @@ int main(int argc, char **argv)
 out:
     fflush(stdout);
     arg_freetable(table, sizeof table / sizeof table[0]);
+    void *unused[] = {std.force}; /* verify writes no binary output: no -f */
+    arg_freetable(unused, 1);
     return rc;
 }
 

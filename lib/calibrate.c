@@ -327,7 +327,6 @@ bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t 
         double cpu_ms[16], ocl_ms[16];
         int n = 0;
         bitnet_status ost = BITNET_OK;
-        json_t *rows = json_array();
         /* From the largest size down: the threshold is the smallest size from
          * which OpenCL wins at every larger one, so the first size where the
          * CPU wins ends the search (often at once). */
@@ -341,6 +340,7 @@ bitnet_status bitnet_backend_calibrate(bitnet_backend *be, char *report, size_t 
         be->force = BN_FORCE_NONE;
         bitnet_error_clear();
         if (!ran) continue; /* not linked in */
+        json_t *rows = json_array();
         for (; b >= 4096 && n < 16; b /= 4, n++) {
             bitnet_status cst;
             uint64_t r_cpu = b, r_ocl = b;

@@ -33,7 +33,7 @@ int main(int argc, char **argv)
     struct arg_lit *fidelity = arg_lit0(NULL, "fidelity", "check QUANTIZED against SOURCE");
     struct arg_file *files = arg_filen(NULL, NULL, "FILE", 0, 1000, "input files ('-' is standard input)");
     struct arg_end *end = arg_end(20);
-    /* --threads and --stats are accepted for uniformity; --device is the list of devices */
+    /* --device is a list of devices here */
     void *table[] = {backends, dev.device, quick, full, seed, json, compare, nmse, max_abs, exact, fidelity, files,
                      dev.threads, dev.stats, std.help, std.version, std.quiet, std.verbose, end};
     int done, rc = tool_parse(argc, argv, table, &std, purpose, &done);
@@ -53,7 +53,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (backends->count) {
-        verify_backends_opts o = {NULL, 1, 1, 0};
+        verify_backends_opts o = {NULL, 1, 1, 0, 0, 0};
         if (files->count) {
             msg_err("--backends takes no files");
             goto out;
@@ -74,6 +74,12 @@ int main(int argc, char **argv)
         o.devices = dev.device->count ? dev.device->sval[0] : NULL;
         o.level = quick->count ? 0 : full->count ? 2 : 1;
         o.json = json->count > 0;
+        o.threads = dev.threads->count ? dev.threads->ival[0] : 0;
+        o.stats = dev.stats->count > 0;
+        if (o.threads < 0) {
+            msg_err("--threads must be >= 0 (0 = all cores)");
+            goto out;
+        }
         rc = verify_backends(&o);
         goto out;
     }

@@ -303,7 +303,7 @@ int verify_backends(const verify_backends_opts *o)
     }
     for (size_t i = 0; i < devs.n; i++) {
         bitnet_backend *be = NULL;
-        bitnet_status s = bitnet_backend_create(&be, devs.spec[i], 0);
+        bitnet_status s = bitnet_backend_create(&be, devs.spec[i], o->threads);
         if (s) {
             int code = tool_fail(s, "cannot use device '%s'", devs.spec[i]);
             rc = code == EXIT_USAGE ? EXIT_USAGE : EXIT_DEVICE;
@@ -321,6 +321,11 @@ int verify_backends(const verify_backends_opts *o)
             c.cls = &cls;
             bk_run_quant(&c, o->level);
             bk_run_ops(&c, o->level);
+        }
+        if (o->stats) {
+            char buf[16384];
+            bitnet_backend_stats_format(be, buf, sizeof buf);
+            fprintf(stderr, "%s: %s\n%s", tool_name, devs.spec[i], buf);
         }
         bitnet_backend_free(be);
     }

@@ -57,6 +57,12 @@ static const char *kind_name(bitnet_scale_kind k)
 
 static const uint32_t groups_group[] = {32, 128}, groups_none[] = {0};
 
+static void case_name(char *buf, size_t size, uint64_t rows, uint64_t cols, uint32_t group)
+{
+    if (group) snprintf(buf, size, "%llux%llu group=%u", (unsigned long long)rows, (unsigned long long)cols, group);
+    else snprintf(buf, size, "%llux%llu", (unsigned long long)rows, (unsigned long long)cols);
+}
+
 /* Matrix cases of a class: its matrices (m x k), then its vectors as one row. */
 static size_t n_cases(const bk_ctx *c) { return c->cls->nmat + c->cls->nvec; }
 static bk_mat case_at(const bk_ctx *c, size_t i)
@@ -82,7 +88,7 @@ static void t_quantize_weights(bk_ctx *c, bitnet_scale_kind kind)
             float *w = bk_alloc(rows * cols, 4), *dr = bk_alloc(ns, 4), *df = bk_alloc(ns, 4);
             uint8_t *tr = bk_alloc(nb, 1), *tf = bk_alloc(nb, 1);
             char what[128];
-            snprintf(what, sizeof what, "%llux%llu group=%u", (unsigned long long)rows, (unsigned long long)cols, gl[g]);
+            case_name(what, sizeof what, rows, cols, gl[g]);
             bk_fill(c, w, rows * cols, -1, 1);
             bk_poison(tr, nb);
             bk_poison(tf, nb);
@@ -131,7 +137,7 @@ static void t_dequantize_weights(bk_ctx *c, bitnet_scale_kind kind)
             uint8_t *t2 = bk_alloc(rows * bitnet_t2_row_bytes(cols), 1);
             float *d = bk_alloc(ns, 4), *yr = bk_alloc(n, 4), *yf = bk_alloc(n, 4);
             char what[128];
-            snprintf(what, sizeof what, "%llux%llu group=%u", (unsigned long long)rows, (unsigned long long)cols, gl[g]);
+            case_name(what, sizeof what, rows, cols, gl[g]);
             bk_codes(c, q, n);
             spec_t2_pack(q, rows, cols, t2);
             bk_fill(c, d, ns, 0.01f, 0.5f);
@@ -300,9 +306,10 @@ static void t_bitlinear(bk_ctx *c, bitnet_scale_kind kind)
                 bk_fill(c, xs, s.m, 10, 100);
                 bk_fill(c, bias, s.n, -1, 1);
                 bl_inputs in = {{t2, s.n, s.k, kind, gl[g], d}, s.m, x, xs, bias, xq};
-                char shape[96];
-                snprintf(shape, sizeof shape, "tokens=%llu in=%llu out=%llu group=%u", (unsigned long long)s.m,
-                         (unsigned long long)s.k, (unsigned long long)s.n, gl[g]);
+                char shape[96], gtext[32] = "";
+                if (gl[g]) snprintf(gtext, sizeof gtext, " group=%u", gl[g]);
+                snprintf(shape, sizeof shape, "tokens=%llu in=%llu out=%llu%s", (unsigned long long)s.m,
+                         (unsigned long long)s.k, (unsigned long long)s.n, gtext);
                 for (size_t v = 0; v < vn[line]; v++) bl_case(c, &in, &vl[line][v], shape);
                 free(q), free(xq), free(t2), free(d), free(x), free(xs), free(bias);
             }

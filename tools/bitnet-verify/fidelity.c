@@ -229,7 +229,7 @@ static int check_kept(const bitnet_tensor *s, const bitnet_tensor *q, char *why,
         expect = cast;
         snprintf(stats, ssize, "kept (cast %s -> %s)", bitnet_dtype_name(s->info.dtype), bitnet_dtype_name(q->info.dtype));
     } else {
-        snprintf(stats, ssize, "kept (%s, unchanged)", bitnet_dtype_name(q->info.dtype));
+        snprintf(stats, ssize, "kept (%s)", bitnet_dtype_name(q->info.dtype));
     }
     size_t es = bitnet_dtype_size(q->info.dtype);
     uint64_t bad = 0, first = 0;

@@ -29,6 +29,8 @@ typedef struct {
     int level;           /* 0 --quick, 1 default, 2 --full */
     uint64_t seed;
     int json;
+    int threads;         /* CPU threads, 0 = all cores */
+    int stats;           /* print each backend's statistics to stderr */
 } verify_backends_opts;
 int verify_backends(const verify_backends_opts *o);
 

@@ -276,6 +276,7 @@ static bitnet_status build(bn_ocl *o, const char *family, const char *options, c
     key = bn_fnv1a64(key, o->caps.platform_version, strlen(o->caps.platform_version) + 1);
     int use_cache = cache_enabled();
     cl_int err;
+    double t0 = bn_now_ms();
     if (use_cache) {
         size_t blen = 0;
         unsigned char *bin = cache_load(key, &blen);
@@ -288,6 +289,8 @@ static bitnet_status build(bn_ocl *o, const char *family, const char *options, c
                 clBuildProgram(prog, 1, &o->device, opts, NULL, NULL) == CL_SUCCESS) {
                 COUNT(hits);
                 free(src);
+                bn_backend_log(o->be, BITNET_LOG_DEBUG, "opencl: kernels/%s.cl (%s) loaded from the cache in %.1f ms",
+                               family, opts, bn_now_ms() - t0);
                 *out = prog;
                 return BITNET_OK;
             }
@@ -306,6 +309,8 @@ static bitnet_status build(bn_ocl *o, const char *family, const char *options, c
         clReleaseProgram(prog);
         return st;
     }
+    bn_backend_log(o->be, BITNET_LOG_DEBUG, "opencl: built kernels/%s.cl (%s) in %.1f ms", family, opts,
+                   bn_now_ms() - t0);
     if (use_cache) {
         size_t blen = 0;
         unsigned char *bin = program_binary(prog, &blen);

@@ -79,6 +79,20 @@ expect_rc 1 "one bad file of two fails" bitnet-verify -q "$T/hep.bnt" "$T/trunc.
 expect_out "^2 files checked, 1 failed$" "counting the files"
 check "-q prints no OK line" sh -c "! grep -q '^OK' '$T/out'"
 
+# containers with every CRC right but invalid codes or scales (made by
+# testdata/verify/make-bad.c): [3 x 130] t2/t3, per-row scales
+V=$TESTDATA/verify
+expect_rc 0 "good t2 and t3 files" bitnet-verify "$V/good-t2.bnt" "$V/good-t3.bnt"
+expect_rc 1 "t2 code 3 fails" bitnet-verify "$V/bad-t2-code3.bnt"
+expect_out "^FAIL w: invalid t2 code 3 at row 1 column 5 (data byte 69)$" "names row, column and byte"
+expect_rc 1 "t2 padding other than 1 fails" bitnet-verify "$V/bad-t2-padding.bnt"
+expect_out "^FAIL w: t2 padding code 2 (not 1) at row 2 column 131 (data byte 163)$" "names the padding column"
+expect_rc 1 "t3 byte above 242 fails" bitnet-verify "$V/bad-t3-byte.bnt"
+expect_out "^FAIL w: invalid t3 byte 250 at row 0 (data byte 7)$" "names the byte"
+expect_rc 1 "a NaN scale fails" bitnet-verify "$V/bad-scale-nan.bnt"
+expect_out "^FAIL w: scale 1 is not finite" "names the scale"
+expect_rc 0 "t2 and t3 files of the same codes compare equal" bitnet-verify --compare "$V/good-t2.bnt" "$V/good-t3.bnt"
+
 # ---- compare ----
 npy_f32 "$T/a.npy" 2 8 "$ONE$MONE$Q$MQ$H$ONE$TWO$MH$Q$ONE$MONE$TWO$MTWO$H$MQ$ONE"
 npy_f32 "$T/b.npy" 2 8 "$ONE$MONE$Q$MQ$H$ONEH$TWO$MH$Q$ONE$MONE$TWO$MTWO$H$MQ$ONE"

@@ -278,7 +278,7 @@ static int full_grid(void) { const char *e = getenv("BITNET_TEST_FULL"); return 
 typedef struct { uint64_t in, out, tokens; } shape3;
 static const shape3 quick_shapes[] = {
     {1, 1, 1}, {3, 5, 2}, {17, 64, 7}, {255, 5, 1}, {4097, 5, 2}, {4097, 64, 1}, {128, 1000, 7}, {255, 64, 64}, {384, 33, 9},
-    {4097, 33, 9}, {2049, 17, 64}, /* activations beyond 16 KiB: the column-chunked path */
+    {4097, 33, 9}, {8193, 3, 16}, {2049, 17, 64}, /* activations beyond 32 KiB: the column-chunked path */
 };
 
 typedef struct { bitnet_scale_kind kind; uint32_t group; } skind;

@@ -2,138 +2,87 @@
  * bitnet-bench - times the library's ops on each device against the
  * device's measured roofline, checks every configuration against the CPU
  * reference, and reports a table (or Markdown, CSV, JSON) and a plot.
- * The method lives in bitnet-bench/method.c, the ops in bitnet-bench/op_*.c,
- * the formats in bitnet-bench/output.c and bitnet-bench/plot.c.
+ * Flags -> plan (bitnet-bench/plan.c) -> run (run.c, method.c, op_*.c) ->
+ * report (output.c, plot.c).
  */
 #include "bitnet-bench/bench.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#define MAX_OPS 32
-#define MAX_DEVS 8
-#define MAX_SHAPES 256
-#define MAX_TOKENS 16
 #define MIB (1ull << 20)
-#define MAX_ELEMS (1ull << 34) /* per operand: 64 GiB of floats */
-
-typedef struct {
-    uint64_t m, k;
-    int single; /* given as one number N: N x N for matrix ops, N elements for vector ops */
-} shape_t;
-
-typedef struct {
-    bench_row *v;
-    size_t n, cap;
-} row_list;
 
 static const char purpose[] =
     "Time the library's ops on each device against its measured memory roofline; every configuration is\n"
     "checked once against the CPU reference (a failed check makes the exit status 1).";
 
-static int parse_u64(const char *s, uint64_t *v)
+static int list_devices(int json)
 {
-    char *end;
-    if (!*s || *s == '-') return 1;
-    errno = 0;
-    unsigned long long x = strtoull(s, &end, 10);
-    if (errno || *end || x == 0) return 1;
-    *v = x;
-    return 0;
+    char *text = NULL;
+    bitnet_status st = json ? bitnet_devices_json(&text) : bitnet_devices_text(&text);
+    if (st) return tool_fail(st, "listing devices");
+    fputs(text, stdout); /* as bitnet-info --devices prints it */
+    if (*text && text[strlen(text) - 1] != '\n') putchar('\n');
+    free(text);
+    return fflush(stdout) ? EXIT_IO : EXIT_OK;
 }
 
-static int add_shape(shape_t *sh, size_t *n, const char *s)
+static int calibrate(const bench_devices *d)
 {
-    char buf[64];
-    const char *x = strchr(s, 'x');
-    if (*n >= MAX_SHAPES || strlen(s) >= sizeof buf) return 1;
-    shape_t t = {0, 0, !x};
-    if (x) {
-        memcpy(buf, s, (size_t)(x - s));
-        buf[x - s] = 0;
-        if (parse_u64(buf, &t.m) || parse_u64(x + 1, &t.k)) return 1;
-    } else if (parse_u64(s, &t.m)) {
-        return 1;
-    } else {
-        t.k = t.m;
-    }
-    if (t.single ? t.m > MAX_ELEMS : (t.m > (1ull << 24) || t.k > (1ull << 24) || t.m * t.k > MAX_ELEMS)) return 1;
-    sh[(*n)++] = t;
-    return 0;
-}
-
-/* A:B:xF (multiply) or A:B:+S (add), A and B included. */
-static int add_sweep(shape_t *sh, size_t *n, const char *s)
-{
-    unsigned long long a, b, step;
-    char op;
-    if (sscanf(s, "%llu:%llu:%c%llu", &a, &b, &op, &step) != 4 || a == 0 || b < a || (op != 'x' && op != '+') ||
-        (op == 'x' && step < 2) || step == 0)
-        return 1;
-    for (unsigned long long v = a; v <= b; v = op == 'x' ? v * step : v + step) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "%llu", v);
-        if (add_shape(sh, n, buf)) return 1;
-    }
-    return 0;
-}
-
-/* Every distinct 2-D shape of a model file. */
-static int add_model(shape_t *sh, size_t *n, const char *path)
-{
-    FILE *f = NULL;
-    bitnet_reader *r = NULL;
-    bitnet_tensor t = {0};
-    bitnet_status st;
-    int rc = tool_in_open(path, &f);
-    if (rc) return rc;
-    if ((st = bitnet_reader_create(&r, f, BITNET_FMT_AUTO))) {
-        rc = tool_fail(st, "%s", path);
-        goto out;
-    }
-    while ((st = bitnet_reader_next(r, &t)) == BITNET_OK) {
-        if (t.info.rank == 2) {
-            size_t i = 0;
-            while (i < *n && !(sh[i].m == t.info.dims[0] && sh[i].k == t.info.dims[1] && !sh[i].single)) i++;
-            if (i == *n && *n < MAX_SHAPES) sh[(*n)++] = (shape_t){t.info.dims[0], t.info.dims[1], 0};
+    for (size_t i = 0; i < d->n; i++) {
+        char report[8192] = "";
+        bitnet_status st = bitnet_backend_calibrate(d->be[i], report, sizeof report);
+        if (st == BITNET_E_UNSUPPORTED) { /* the CPU alone has nothing to calibrate */
+            printf("%s: %s\nnot calibrated: %s\n", d->dev[i].spec, d->dev[i].describe, bitnet_error_detail());
+            continue;
         }
-        bitnet_tensor_release(&t);
+        if (st) return tool_fail(st, "calibrating %s", d->dev[i].spec);
+        printf("%s: %s\n%s%s", d->dev[i].spec, d->dev[i].describe, report,
+               *report && report[strlen(report) - 1] != '\n' ? "\n" : "");
     }
-    if (st != BITNET_END) rc = tool_fail(st, "%s", path);
-out:
-    bitnet_reader_free(r);
-    tool_in_close(f);
+    return fflush(stdout) ? EXIT_IO : EXIT_OK;
+}
+
+/* Results measured elsewhere (a machine without gnuplot). */
+static int load_results(const char *path, bench_rows *rows, bench_devices *d, int *worst)
+{
+    FILE *in = NULL;
+    int rc = tool_in_open(path, &in);
+    if (rc) return rc;
+    rc = bench_read_json(in, path, &rows->v, &rows->n, d->dev, &d->n, BENCH_MAX_DEVS);
+    tool_in_close(in);
+    for (size_t i = 0; i < rows->n; i++)
+        if (strcmp(rows->v[i].check, "FAIL") == 0 || strcmp(rows->v[i].check, "error") == 0) *worst = EXIT_FAIL;
     return rc;
 }
 
-static bench_row *row_push(row_list *l)
+static int report(const char *out_path, bench_format fmt, const char *plot, const bench_rows *rows,
+                  const bench_devices *d)
 {
-    if (l->n == l->cap) {
-        size_t cap = l->cap ? 2 * l->cap : 64;
-        bench_row *v = realloc(l->v, cap * sizeof *v);
-        if (!v) return NULL;
-        l->v = v, l->cap = cap;
+    FILE *outf = stdout;
+    tool_out out = {0};
+    int rc;
+    if (out_path && strcmp(out_path, "-") != 0) {
+        if ((rc = tool_out_open(&out, out_path, 1))) return rc;
+        outf = out.f;
     }
-    return &l->v[l->n++];
-}
-
-static void progress(const char *what, const char *shape, const char *device, size_t done)
-{
-    if (tool_verbosity < 1 || !isatty(STDERR_FILENO)) return;
-    if (!what) fprintf(stderr, "\r\033[K");
-    else fprintf(stderr, "\r\033[K[%zu] %s %s on %s ...", done + 1, what, shape, device);
-    fflush(stderr);
-}
-
-static void print_stats(const tool_dev_args *dev, bitnet_backend *be, const bench_row *r)
-{
-    char buf[16384];
-    if (!dev->stats->count || !be) return;
-    bitnet_backend_stats_format(be, buf, sizeof buf);
-    fprintf(stderr, "%s: stats for %s %s %s on %s:\n%s", tool_name, r->op, r->variant, r->shape, r->device, buf);
+    rc = bench_write(outf, fmt, rows->v, rows->n, d->dev, d->n);
+    if (outf != stdout) {
+        if (rc) tool_out_abort(&out);
+        else rc = tool_out_commit(&out);
+    } else if (fflush(stdout) || ferror(stdout)) {
+        msg_err("write to standard output failed");
+        rc = EXIT_IO;
+    }
+    if (!rc && plot) rc = bench_plot(plot, rows->v, rows->n, d->dev, d->n);
+    if (!rc && fmt == BENCH_FMT_TABLE && tool_verbosity >= 1)
+        for (size_t i = 0; i < d->n; i++)
+            if (!isnan(d->dev[i].peak_gbs))
+                fprintf(stderr, "%s: %s roofline: copy %.1f GB/s, read %.1f GB/s (%s)\n", tool_name, d->dev[i].spec,
+                        d->dev[i].copy_gbs, d->dev[i].read_gbs, d->dev[i].describe);
+    return rc;
 }
 
 int main(int argc, char **argv)
@@ -169,18 +118,18 @@ int main(int argc, char **argv)
                      a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_format,
                      a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet, std.verbose,
                      std.force, end};
-    bitnet_backend *bes[MAX_DEVS] = {0}, *base_be = NULL;
-    bench_device devs[MAX_DEVS];
-    char devnames[MAX_DEVS][BENCH_NAME], opnames[MAX_OPS][BENCH_NAME], toknames[MAX_TOKENS][BENCH_NAME];
-    const bench_op *ops[MAX_OPS];
-    shape_t shapes[MAX_SHAPES];
-    uint64_t tokens[MAX_TOKENS];
-    size_t nops = 0, ndev = 0, nshapes = 0, ntok = 0;
-    row_list rows = {0};
+    bench_devices devs = {0};
+    bench_rows rows = {0};
+    bench_plan *plan = calloc(1, sizeof *plan);
     bench_format fmt = BENCH_FMT_TABLE;
     int done, rc, worst = EXIT_OK;
 
     if ((rc = tool_parse(argc, argv, table, &std, purpose, &done)) || done) goto cleanup;
+    if (!plan) {
+        msg_err("out of memory");
+        rc = EXIT_FAIL;
+        goto cleanup;
+    }
     rc = EXIT_USAGE;
 
     /* options */
@@ -216,251 +165,53 @@ int main(int argc, char **argv)
         msg_err("--threads must be >= 0 (0 = all cores)");
         goto cleanup;
     }
-    const int threads = dev.threads->count ? dev.threads->ival[0] : 0;
+    const char *out_path = a_out->count ? a_out->filename[0] : NULL, *plot = a_plot->count ? a_plot->filename[0] : NULL;
 
     if (a_list->count) {
-        char *text = NULL;
-        bitnet_status st = fmt == BENCH_FMT_JSON || fmt == BENCH_FMT_JSONL ? bitnet_devices_json(&text) : bitnet_devices_text(&text);
-        if (st) { rc = tool_fail(st, "listing devices"); goto cleanup; }
-        fputs(text, stdout); /* as bitnet-info --devices prints it */
-        if (*text && text[strlen(text) - 1] != '\n') putchar('\n');
-        free(text);
-        rc = fflush(stdout) ? EXIT_IO : EXIT_OK;
+        rc = list_devices(fmt == BENCH_FMT_JSON || fmt == BENCH_FMT_JSONL);
+        goto cleanup;
+    }
+    if (a_from->count) {
+        if (!(rc = load_results(a_from->filename[0], &rows, &devs, &worst))) rc = report(out_path, fmt, plot, &rows, &devs);
+        if (!rc) rc = worst;
         goto cleanup;
     }
 
-    if (a_from->count) { /* results measured elsewhere (a machine without gnuplot): report them */
-        FILE *in = NULL;
-        if ((rc = tool_in_open(a_from->filename[0], &in))) goto cleanup;
-        rc = bench_read_json(in, a_from->filename[0], &rows.v, &rows.n, devs, &ndev, MAX_DEVS);
-        tool_in_close(in);
-        if (rc) goto cleanup;
-        for (size_t i = 0; i < rows.n; i++)
-            if (strcmp(rows.v[i].check, "FAIL") == 0 || strcmp(rows.v[i].check, "error") == 0) worst = EXIT_FAIL;
-        goto report;
-    }
+    /* plan: ops, shapes, tokens */
+    rc = a_op->count ? EXIT_OK : bench_plan_ops(plan, NULL, &o);
+    for (int i = 0; i < a_op->count && !rc; i++) rc = bench_plan_ops(plan, a_op->sval[i], &o);
+    if (rc) goto cleanup;
+    for (int i = 0; i < a_shape->count; i++)
+        if ((rc = bench_plan_shapes(plan, a_shape->sval[i]))) goto cleanup;
+    for (int i = 0; i < a_sweep->count; i++)
+        if ((rc = bench_plan_sweep(plan, a_sweep->sval[i]))) goto cleanup;
+    for (int i = 0; i < a_model->count; i++)
+        if ((rc = bench_plan_model(plan, a_model->filename[i]))) goto cleanup;
+    if (plan->nshapes == 0 && (rc = bench_plan_shapes(plan, "4096x4096"))) goto cleanup;
+    if ((rc = bench_plan_tokens(plan, a_tokens->count ? a_tokens->sval[0] : "1"))) goto cleanup;
 
     /* devices */
     const char *devspec = dev.device->count ? dev.device->sval[0] : getenv("BITNET_DEVICE");
-    ndev = bench_split(devspec && *devspec ? devspec : "cpu", devnames, MAX_DEVS);
-    if (ndev == 0) { msg_err("--device: empty list"); goto cleanup; }
-    for (size_t d = 0; d < ndev; d++) {
-        bitnet_status st = bitnet_backend_create(&bes[d], devnames[d], threads);
-        if (st) {
-            rc = tool_fail(st, "cannot use device '%s'", devnames[d]);
-            goto cleanup;
-        }
-        devs[d] = (bench_device){.copy_gbs = NAN, .read_gbs = NAN, .peak_gbs = NAN};
-        snprintf(devs[d].spec, sizeof devs[d].spec, "%s", devnames[d]);
-        snprintf(devs[d].describe, sizeof devs[d].describe, "%s", bitnet_backend_describe(bes[d]));
-        msg_info("device %s: %s", devnames[d], devs[d].describe);
-    }
+    if ((rc = bench_devices_open(&devs, devspec && *devspec ? devspec : "cpu", dev.threads->count ? dev.threads->ival[0] : 0)))
+        goto cleanup;
+    devs.stats = dev.stats->count > 0;
     if (a_cal->count) {
-        rc = EXIT_OK;
-        for (size_t d = 0; d < ndev; d++) {
-            char report[8192] = "";
-            bitnet_status st = bitnet_backend_calibrate(bes[d], report, sizeof report);
-            if (st == BITNET_E_UNSUPPORTED) { /* the CPU alone has nothing to calibrate */
-                printf("%s: %s\nnot calibrated: %s\n", devnames[d], devs[d].describe, bitnet_error_detail());
-                continue;
-            }
-            if (st) { rc = tool_fail(st, "calibrating %s", devnames[d]); goto cleanup; }
-            printf("%s: %s\n%s%s", devnames[d], devs[d].describe, report,
-                   *report && report[strlen(report) - 1] != '\n' ? "\n" : "");
-        }
-        if (fflush(stdout)) rc = EXIT_IO;
+        rc = calibrate(&devs);
         goto cleanup;
     }
 
-    /* ops, shapes, tokens */
-    if (a_op->count) {
-        for (int i = 0; i < a_op->count; i++) {
-            size_t got = bench_split(a_op->sval[i], opnames + nops, MAX_OPS - nops);
-            for (size_t j = nops; j < nops + got; j++) {
-                if (!(ops[j] = bench_op_find(opnames[j]))) {
-                    const bench_op *all[MAX_OPS];
-                    size_t na = bench_op_all(all, MAX_OPS);
-                    msg_err("--op: unknown op '%s'; this build has:", opnames[j]);
-                    for (size_t k = 0; k < na; k++) fprintf(stderr, " %s", all[k]->name);
-                    fputc('\n', stderr);
-                    goto cleanup;
-                }
-            }
-            nops += got;
-        }
-    } else {
-        nops = bench_op_all(ops, MAX_OPS);
-    }
-    for (int i = 0; i < a_shape->count; i++) {
-        char list[MAX_SHAPES][BENCH_NAME];
-        size_t got = bench_split(a_shape->sval[i], list, MAX_SHAPES);
-        for (size_t j = 0; j < got; j++)
-            if (add_shape(shapes, &nshapes, list[j])) {
-                msg_err("--shape: '%s' is not MxK or N (positive; M, K at most 2^24; at most 2^34 elements)", list[j]);
-                goto cleanup;
-            }
-    }
-    for (int i = 0; i < a_sweep->count; i++)
-        if (add_sweep(shapes, &nshapes, a_sweep->sval[i])) {
-            msg_err("--sweep: '%s' is not A:B:xF or A:B:+S with 0 < A <= B (or too many sizes)", a_sweep->sval[i]);
-            goto cleanup;
-        }
-    for (int i = 0; i < a_model->count; i++)
-        if ((rc = add_model(shapes, &nshapes, a_model->filename[i]))) goto cleanup;
-    rc = EXIT_USAGE;
-    if (nshapes == 0) {
-        if (a_model->count) { msg_err("--model: no 2-D tensor found"); rc = EXIT_FAIL; goto cleanup; }
-        add_shape(shapes, &nshapes, "4096x4096");
-    }
-    ntok = bench_split(a_tokens->count ? a_tokens->sval[0] : "1", toknames, MAX_TOKENS);
-    for (size_t i = 0; i < ntok; i++)
-        if (parse_u64(toknames[i], &tokens[i]) || tokens[i] > (1u << 20)) {
-            msg_err("--tokens: '%s' is not a positive count", toknames[i]);
-            goto cleanup;
-        }
-    if (ntok == 0) { msg_err("--tokens: empty list"); goto cleanup; }
-    char variants[MAX_OPS][BENCH_MAX_VARIANTS][BENCH_NAME];
-    size_t nvar[MAX_OPS];
-    for (size_t i = 0; i < nops; i++) {
-        nvar[i] = ops[i]->variants ? ops[i]->variants(&o, variants[i], BENCH_MAX_VARIANTS) : 1;
-        if (!ops[i]->variants) variants[i][0][0] = 0;
-        if (nvar[i] == 0) goto cleanup;
-    }
-    const char *baseline = a_base->count ? a_base->sval[0] : "cpu";
-
-    /* rooflines, once per device, before anything else runs */
-    for (size_t d = 0; d < ndev; d++) {
-        progress("roofline", "", devnames[d], 0);
-        /* The library keeps the best of several runs.  Unless --roofline-size
-         * was given, the buffers grow (x4, up to 4 GiB) while one copy takes
-         * under 2 ms, so that launch overhead stays small on fast devices;
-         * a size the device cannot hold ends the growth. */
-        uint64_t bytes = o.roof_bytes;
-        bitnet_status st = bitnet_backend_bandwidth(bes[d], bytes, &devs[d].copy_gbs, &devs[d].read_gbs);
-        while (!st && !a_roof->count && bytes < 4096 * MIB && 2.0 * (double)bytes / (devs[d].copy_gbs * 1e6) < 2.0) {
-            double c = 0, r = 0;
-            bytes *= 4;
-            if (bitnet_backend_bandwidth(bes[d], bytes, &c, &r)) break;
-            devs[d].copy_gbs = fmax(devs[d].copy_gbs, c);
-            devs[d].read_gbs = fmax(devs[d].read_gbs, r);
-        }
-        msg_info("%s: roofline over %llu MiB", devnames[d], (unsigned long long)(bytes / MIB));
-        if (st) {
-            msg_warn("%s: no roofline: %s (%s)", devnames[d], bitnet_strerror(st), bitnet_error_detail());
-            devs[d].copy_gbs = devs[d].read_gbs = NAN;
-        } else {
-            devs[d].peak_gbs = fmax(devs[d].copy_gbs, devs[d].read_gbs);
-        }
-    }
-
-    /* measure */
-    size_t count = 0;
-    for (size_t i = 0; i < nops; i++) {
-        const bench_op *op = ops[i];
-        for (size_t d = 0; d < (op->host_only ? 1 : ndev); d++) {
-            if (op->device_only && strncmp(devnames[d], "cpu", 3) == 0) continue;
-            for (size_t s = 0; s < nshapes; s++)
-                for (size_t v = 0; v < nvar[i]; v++)
-                    for (size_t t = 0; t < (op->uses_tokens ? ntok : 1); t++) {
-                        uint64_t m = shapes[s].m, k = shapes[s].k;
-                        if (op->shape == BENCH_SHAPE_VECTOR && shapes[s].single) k = 1;
-                        if (op->shape == BENCH_SHAPE_MATRIX && shapes[s].single && m > MAX_ELEMS / m) {
-                            if (v == 0 && t == 0)
-                                msg_warn("%s: %llux%llu is too large, skipped", op->name, (unsigned long long)m,
-                                         (unsigned long long)m);
-                            continue;
-                        }
-                        bench_row *r = row_push(&rows);
-                        if (!r) { msg_err("out of memory"); rc = EXIT_FAIL; goto cleanup; }
-                        char label[64];
-                        snprintf(label, sizeof label, "%llux%llu", (unsigned long long)m, (unsigned long long)k);
-                        progress(op->name, label, op->host_only ? "host" : devnames[d], count++);
-                        int mrc = bench_measure(op, &o, op->host_only ? NULL : bes[d], op->host_only ? "host" : devnames[d],
-                                                m, k, op->uses_tokens ? tokens[t] : 1, variants[i][v], r);
-                        r->dev = op->host_only ? -1 : (int)d;
-                        print_stats(&dev, op->host_only ? NULL : bes[d], r);
-                        if (mrc > worst) worst = mrc;
-                    }
-        }
-    }
-
-    /* roofline percentages and speedups */
-    for (size_t i = 0; i < rows.n; i++) {
-        bench_row *r = &rows.v[i];
-        int d = r->dev;
-        if (d < 0)
-            for (size_t j = 0; j < ndev; j++)
-                if (strcmp(devnames[j], "cpu") == 0) d = (int)j;
-        if (bench_op_find(r->op)->device_only) continue; /* transfers are bounded by the bus, not memory */
-        if (d >= 0 && !r->ran_on_cpu && !isnan(r->gbs) && devs[d].peak_gbs > 0) r->pct = 100.0 * r->gbs / devs[d].peak_gbs;
-    }
-    if (strcmp(baseline, "none") != 0) {
-        int blas = strcmp(baseline, "openblas") == 0;
-        const char *bdev = blas ? "cpu" : baseline;
-        const bench_op *mm = bench_op_find("matmul_f32");
-        size_t nvisible = rows.n;
-        for (size_t i = 0; i < nvisible; i++) {
-            bench_row r = rows.v[i];
-            const bench_op *op = bench_op_find(r.op);
-            if (r.dev < 0 || isnan(r.med_ms) || (blas && (!op->has_baseline_blas || !mm))) continue;
-            if (!blas && strcmp(r.device, bdev) == 0) { rows.v[i].speedup = 1.0; continue; }
-            const char *bop = blas ? "matmul_f32" : r.op, *bvar = blas ? "" : r.variant;
-            size_t j = 0;
-            for (; j < rows.n; j++) {
-                const bench_row *b = &rows.v[j];
-                if (strcmp(b->device, bdev) == 0 && strcmp(b->op, bop) == 0 && strcmp(b->variant, bvar) == 0 &&
-                    b->m == r.m && b->k == r.k && b->tokens == r.tokens)
-                    break;
-            }
-            if (j == rows.n) { /* measure the baseline now, kept out of the output */
-                bitnet_backend *be = NULL;
-                for (size_t d = 0; d < ndev; d++)
-                    if (strcmp(devnames[d], bdev) == 0) be = bes[d];
-                if (!be && !base_be) {
-                    bitnet_status st = bitnet_backend_create(&base_be, bdev, threads);
-                    if (st) { rc = tool_fail(st, "--baseline: cannot use device '%s'", bdev); goto cleanup; }
-                }
-                if (!be) be = base_be;
-                bench_row *b = row_push(&rows);
-                if (!b) { msg_err("out of memory"); rc = EXIT_FAIL; goto cleanup; }
-                progress(bop, r.shape, bdev, count++);
-                int mrc = bench_measure(blas ? mm : op, &o, be, bdev, r.m, r.k, r.tokens, bvar, b);
-                b->hidden = 1;
-                b->dev = -2;
-                if (mrc > worst) worst = mrc;
-            }
-            if (rows.v[j].med_ms > 0) rows.v[i].speedup = rows.v[j].med_ms / rows.v[i].med_ms;
-        }
-    }
-    progress(NULL, NULL, NULL, 0);
-
-report:;
-    FILE *outf = stdout;
-    tool_out out = {0};
-    if (a_out->count && strcmp(a_out->filename[0], "-") != 0) {
-        if ((rc = tool_out_open(&out, a_out->filename[0], 1))) goto cleanup;
-        outf = out.f;
-    }
-    rc = bench_write(outf, fmt, rows.v, rows.n, devs, ndev);
-    if (outf != stdout) {
-        if (rc) tool_out_abort(&out);
-        else rc = tool_out_commit(&out);
-    } else if (fflush(stdout) || ferror(stdout)) {
-        msg_err("write to standard output failed");
-        rc = EXIT_IO;
-    }
-    if (rc) goto cleanup;
-    if (a_plot->count && (rc = bench_plot(a_plot->filename[0], rows.v, rows.n, devs, ndev))) goto cleanup;
-    if (fmt == BENCH_FMT_TABLE && tool_verbosity >= 1)
-        for (size_t d = 0; d < ndev; d++)
-            if (!isnan(devs[d].peak_gbs))
-                fprintf(stderr, "%s: %s roofline: copy %.1f GB/s, read %.1f GB/s (%s)\n", tool_name, devs[d].spec,
-                        devs[d].copy_gbs, devs[d].read_gbs, devs[d].describe);
-    rc = worst;
+    /* measure: rooflines first, then every configuration, then comparisons */
+    bench_rooflines(&devs, o.roof_bytes, !a_roof->count);
+    worst = bench_run(plan, &o, &devs, &rows);
+    rc = bench_compare(a_base->count ? a_base->sval[0] : "cpu", &o, &devs, &rows);
+    if (rc > worst) worst = rc;
+    bench_progress(NULL, NULL, NULL);
+    rc = report(out_path, fmt, plot, &rows, &devs);
+    if (!rc) rc = worst;
 cleanup:
-    for (size_t d = 0; d < MAX_DEVS; d++) bitnet_backend_free(bes[d]);
-    bitnet_backend_free(base_be);
+    bench_devices_close(&devs);
     free(rows.v);
+    free(plan);
     arg_freetable(table, sizeof table / sizeof table[0]);
     return rc;
 }

@@ -96,6 +96,64 @@ typedef struct {
     double copy_gbs, read_gbs, peak_gbs; /* NAN when not measured */
 } bench_device;
 
+#define BENCH_MAX_OPS 32
+#define BENCH_MAX_DEVS 8
+#define BENCH_MAX_SHAPES 256
+#define BENCH_MAX_TOKENS 16
+#define BENCH_MAX_ELEMS (1ull << 34) /* per operand: 64 GiB of floats */
+
+/* What to measure: ops with their variants, shapes, token counts. */
+typedef struct {
+    uint64_t m, k;
+    int single; /* given as one number N: N x N for matrix ops, N elements for others */
+} bench_shape;
+
+typedef struct {
+    const bench_op *ops[BENCH_MAX_OPS];
+    char variants[BENCH_MAX_OPS][BENCH_MAX_VARIANTS][BENCH_NAME];
+    size_t nvar[BENCH_MAX_OPS], nops;
+    bench_shape shapes[BENCH_MAX_SHAPES];
+    size_t nshapes;
+    uint64_t tokens[BENCH_MAX_TOKENS];
+    size_t ntok;
+} bench_plan;
+
+/* The devices of one run, with their rooflines. */
+typedef struct {
+    bitnet_backend *be[BENCH_MAX_DEVS];
+    bench_device dev[BENCH_MAX_DEVS];
+    size_t n;
+    int threads;
+    bitnet_backend *baseline; /* created for --baseline DEV when DEV is not listed */
+    int stats;                /* --stats */
+} bench_devices;
+
+typedef struct {
+    bench_row *v;
+    size_t n, cap;
+} bench_rows;
+
+/* plan.c: each returns an exit status and says what is wrong. */
+int bench_plan_ops(bench_plan *p, const char *list, const bench_opts *o); /* NULL: every op */
+int bench_plan_shapes(bench_plan *p, const char *list);                   /* "MxK,N,..." */
+int bench_plan_sweep(bench_plan *p, const char *spec);                    /* A:B:xF or A:B:+S */
+int bench_plan_model(bench_plan *p, const char *path);
+int bench_plan_tokens(bench_plan *p, const char *list);
+
+/* run.c */
+/* Creates the backends of a comma-separated device list; an exit status. */
+int bench_devices_open(bench_devices *d, const char *list, int threads);
+void bench_devices_close(bench_devices *d);
+/* Measures each device's roofline; grow: let the size grow on fast devices. */
+void bench_rooflines(bench_devices *d, uint64_t bytes, int grow);
+/* Measures every configuration of the plan into rows; returns the worst exit status. */
+int bench_run(const bench_plan *p, const bench_opts *o, bench_devices *d, bench_rows *rows);
+/* Fills %peak, and speedups against the baseline (measuring hidden rows as
+ * needed); returns the worst exit status. */
+int bench_compare(const char *baseline, const bench_opts *o, bench_devices *d, bench_rows *rows);
+/* Progress line on stderr when it is a terminal; what NULL clears it. */
+void bench_progress(const char *what, const char *shape, const char *device);
+
 /* ops.c */
 size_t bench_op_all(const bench_op **out, size_t max);
 const bench_op *bench_op_find(const char *name);

@@ -121,6 +121,10 @@ static void dot2_1(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t
     const size_t npairs = (nblocks + 1) / 2;
     for (size_t p = 0; p < npairs; p++) {
         const __m512i u = load_pair(w0, p, nblocks), v = load_pair(w1, p, nblocks);
+        /* 1 KiB ahead on both weight streams (a prefetch never faults; on a
+         * 2-core Xeon this took GEMV 4096 x 14336 from ~0.60 to ~0.55 ms) */
+        _mm_prefetch((const char *)(w0 + 64 * p + 1024), _MM_HINT_T0);
+        _mm_prefetch((const char *)(w1 + 64 * p + 1024), _MM_HINT_T0);
         const int8_t *xp = x + 256 * p;
 #pragma GCC unroll 4
         for (int k = 0; k < 4; k++) {

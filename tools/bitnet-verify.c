@@ -22,6 +22,8 @@ int main(int argc, char **argv)
     tool_std_args std = tool_std_args_new();
     tool_dev_args dev = tool_dev_args_new();
     struct arg_lit *backends = arg_lit0(NULL, "backends", "run every op on each device against the CPU reference");
+    struct arg_str *devices = arg_str0(NULL, "device", "LIST",
+                                       "--backends: devices to check, comma-separated (default: cpu and every OpenCL device)");
     struct arg_lit *quick = arg_lit0(NULL, "quick", "--backends: one shape per shape class");
     struct arg_lit *full = arg_lit0(NULL, "full", "--backends: add the large shape class");
     struct arg_str *seed = arg_str0(NULL, "seed", "N", "--backends: seed of the random inputs (default 1)");
@@ -33,8 +35,7 @@ int main(int argc, char **argv)
     struct arg_lit *fidelity = arg_lit0(NULL, "fidelity", "check QUANTIZED against SOURCE");
     struct arg_file *files = arg_filen(NULL, NULL, "FILE", 0, 1000, "input files ('-' is standard input)");
     struct arg_end *end = arg_end(20);
-    /* --device is a list of devices here */
-    void *table[] = {backends, dev.device, quick, full, seed, json, compare, nmse, max_abs, exact, fidelity, files,
+    void *table[] = {backends, devices, quick, full, seed, json, compare, nmse, max_abs, exact, fidelity, files,
                      dev.threads, dev.stats, std.help, std.version, std.quiet, std.verbose, end};
     int done, rc = tool_parse(argc, argv, table, &std, purpose, &done);
     if (rc || done) goto out;
@@ -44,7 +45,7 @@ int main(int argc, char **argv)
         msg_err("--backends, --compare and --fidelity are separate modes: give one");
         goto out;
     }
-    if (!backends->count && (quick->count || full->count || seed->count || json->count || dev.device->count)) {
+    if (!backends->count && (quick->count || full->count || seed->count || json->count || devices->count)) {
         msg_err("--device, --quick, --full, --seed and --json belong to --backends");
         goto out;
     }
@@ -71,7 +72,7 @@ int main(int argc, char **argv)
                 goto out;
             }
         }
-        o.devices = dev.device->count ? dev.device->sval[0] : NULL;
+        o.devices = devices->count ? devices->sval[0] : NULL;
         o.level = quick->count ? 0 : full->count ? 2 : 1;
         o.json = json->count > 0;
         o.threads = dev.threads->count ? dev.threads->ival[0] : 0;
@@ -130,8 +131,9 @@ int main(int argc, char **argv)
 out:
     fflush(stdout);
     arg_freetable(table, sizeof table / sizeof table[0]);
-    void *unused[] = {std.force}; /* verify writes no binary output: no -f */
-    arg_freetable(unused, 1);
+    /* no binary output, so no -f; --device is a list here, not one device */
+    void *unused[] = {std.force, dev.device};
+    arg_freetable(unused, 2);
     return rc;
 }
 

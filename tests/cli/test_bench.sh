@@ -100,6 +100,17 @@ check "jsonl: every line is one object" sh -c "grep -cv '^{.*}\$' '$T/doc.jsonl'
 expect_rc 0 "-o writes a file" bench --op add --shape 64 --format csv -o "$T/res.csv"
 check "-o file holds the header" grep -q '^op,variant' "$T/res.csv"
 
+# ---- rotation: working sets that fit in the cache are rotated ----
+expect_rc 0 "rotation" bench --op add --shape 65536 --llc 64 --format csv
+check "a 768 KiB set rotates over 64 sets (the cap)" sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$22 == 64)}'"
+ROT="--min-reps 1 --min-time 0 --warmup 0 --roofline-size 1 --op add --llc 64 --format csv"
+expect_rc 0 "rotation bounded" bitnet-bench $ROT --shape 4194304 --max-mem 1024
+check "a 48 MiB set rotates over 6 sets (4 x 64 MiB)" sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$22 == 6)}'"
+expect_rc 0 "rotation bounded by --max-mem" bitnet-bench $ROT --shape 4194304 --max-mem 100
+check "... 2 sets fit in 100 MiB" sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$22 == 2)}'"
+expect_rc 2 "a set larger than --max-mem is refused" bitnet-bench $ROT --shape 4194304 --max-mem 16
+expect_err "more than --max-mem" "... and says why"
+
 # ---- shapes ----
 expect_rc 0 "--sweep" bench --op add,permute --sweep 16:64:x2 --format csv
 check "--sweep: element counts for add, squares for permute" \

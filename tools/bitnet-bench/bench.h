@@ -81,6 +81,7 @@ typedef struct {
     int dev;               /* index into the device list, -1 for host */
     double med_ms, min_ms, max_ms, spread, e2e_ms;
     int reps;
+    int sets;              /* rotated buffer sets */
     const char *timer;     /* "kernel", "e2e" or "self" */
     double bytes, ops;     /* per call */
     double gbs, gops, pct, speedup; /* NAN when not applicable */

@@ -266,6 +266,7 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
         if (want > 64) want = 64;
         c.nsets = want ? (size_t)want : 1;
     }
+    row->sets = (int)c.nsets;
     if ((st = op->setup(&c))) {
         rc = row_error(row, st, "setup");
         goto out;

@@ -17,7 +17,7 @@ static const char *const human_head[NCOL] = {"op", "variant", "device", "shape",
                                              "speedup", "check"};
 static const char *const csv_head[] = {"op", "variant", "device", "shape", "m", "k", "tokens", "time_ms", "min_ms",
                                        "max_ms", "spread", "reps", "timer", "e2e_ms", "bytes", "gbs", "gops",
-                                       "pct_peak", "speedup", "check", "note"};
+                                       "pct_peak", "speedup", "check", "note", "sets"};
 enum { NCSV = sizeof csv_head / sizeof csv_head[0] };
 
 int bench_format_parse(const char *s, bench_format *f)
@@ -151,7 +151,9 @@ static void write_csv(FILE *f, const bench_row *rows, size_t n)
         csv_num(f, r->pct, "%.4g");
         csv_num(f, r->speedup, "%.4g");
         csv_field(f, r->check, 0);
-        csv_field(f, r->note, 1);
+        csv_field(f, r->note, 0);
+        snprintf(b, sizeof b, "%d", r->sets);
+        csv_field(f, b, 1);
     }
 }
 
@@ -181,6 +183,7 @@ static json_t *row_json(const bench_row *r)
     json_object_set_new(o, "speedup", jnum(r->speedup));
     json_object_set_new(o, "check", json_string(r->check));
     json_object_set_new(o, "note", json_string(r->note));
+    json_object_set_new(o, "sets", json_integer(r->sets));
     return o;
 }
 
@@ -294,6 +297,7 @@ int bench_read_json(FILE *f, const char *name, bench_row **rows, size_t *n, benc
         r->max_ms = jget_num(v, "max_ms");
         r->spread = jget_num(v, "spread");
         r->reps = (int)json_integer_value(json_object_get(v, "reps"));
+        r->sets = (int)json_integer_value(json_object_get(v, "sets"));
         r->e2e_ms = jget_num(v, "e2e_ms");
         r->bytes = jget_num(v, "bytes");
         r->gbs = jget_num(v, "gbs");

@@ -174,6 +174,9 @@ expect_out "cpu" "--list-devices lists the cpu"
 if [ -x "$BIN/bitnet-info" ]; then
     bitnet-info --devices >"$T/info.txt" 2>/dev/null
     check "--list-devices prints what bitnet-info --devices prints" cmp -s "$T/out" "$T/info.txt"
+    bitnet-bench --list-devices --format json >"$T/dev.json" 2>/dev/null
+    bitnet-info --devices --json >"$T/info.json" 2>/dev/null
+    check "--list-devices --format json prints what bitnet-info --devices --json prints" cmp -s "$T/dev.json" "$T/info.json"
 fi
 expect_rc 0 "--calibrate on the cpu says there is nothing to calibrate" bitnet-bench --calibrate --device cpu
 expect_out "not calibrated" "--calibrate cpu report"

@@ -136,15 +136,3 @@ out:
     arg_freetable(unused, 2);
     return rc;
 }
-
-/* The modes, compiled into this translation unit: the Makefile's rule for
- * tools/NAME/ passes those sources to the linker without the project flags,
- * so each of them is empty unless BITNET_VERIFY_UNITY is defined. */
-#define BITNET_VERIFY_UNITY 1
-#include "bitnet-verify/util.c"
-#include "bitnet-verify/integrity.c"
-#include "bitnet-verify/compare.c"
-#include "bitnet-verify/fidelity.c"
-#include "bitnet-verify/backends.c"
-#include "bitnet-verify/bk_quant.c"
-#include "bitnet-verify/bk_ops.c"

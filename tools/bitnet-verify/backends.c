@@ -3,10 +3,6 @@
  * selected device, against the scalar references, over classes of shapes.
  * One line per op x device x shape class, then "N passed, N failed".
  */
-/* Compiled as part of tools/bitnet-verify.c (see there): the Makefile's
- * per-tool object rule does not yet compile the files of tools/NAME/ with the
- * project flags; guarded so that compiling this file alone gives nothing. */
-#ifdef BITNET_VERIFY_UNITY
 #include "bk.h"
 
 #include <float.h>
@@ -356,5 +352,3 @@ out:
     dev_free(&devs);
     return rc;
 }
-
-#endif /* BITNET_VERIFY_UNITY */

@@ -5,10 +5,6 @@
  * neg, abs, scale, permute, max/min/argmax; 4 ulps for transcendentals,
  * sqrt, softmax and the norms; NMSE <= 1e-12 for sum and mean against float64.
  */
-/* Compiled as part of tools/bitnet-verify.c (see there): the Makefile's
- * per-tool object rule does not yet compile the files of tools/NAME/ with the
- * project flags; guarded so that compiling this file alone gives nothing. */
-#ifdef BITNET_VERIFY_UNITY
 #include "bk.h"
 
 #include <math.h>
@@ -388,5 +384,3 @@ void bk_run_ops(bk_ctx *c, int level)
     t_permute(c);
     t_scale(c);
 }
-
-#endif /* BITNET_VERIFY_UNITY */

@@ -4,10 +4,6 @@
  * must be bit-identical to the _ref; BitLinear without a transcendental
  * activation too; with one, 4 ulps; the float product NMSE <= 1e-9.
  */
-/* Compiled as part of tools/bitnet-verify.c (see there): the Makefile's
- * per-tool object rule does not yet compile the files of tools/NAME/ with the
- * project flags; guarded so that compiling this file alone gives nothing. */
-#ifdef BITNET_VERIFY_UNITY
 #include "bk.h"
 
 #include <stdlib.h>
@@ -361,5 +357,3 @@ void bk_run_quant(bk_ctx *c, int level)
     for (int k = BITNET_SCALE_TENSOR; k <= BITNET_SCALE_GROUP; k++) t_bitlinear(c, (bitnet_scale_kind)k);
     t_matmul(c);
 }
-
-#endif /* BITNET_VERIFY_UNITY */

@@ -4,10 +4,6 @@
  * relative error, cosine similarity and the count of differing elements.
  * Without a bound the tensors must be equal; --nmse/--max-abs set bounds.
  */
-/* Compiled as part of tools/bitnet-verify.c (see there): the Makefile's
- * per-tool object rule does not yet compile the files of tools/NAME/ with the
- * project flags; guarded so that compiling this file alone gives nothing. */
-#ifdef BITNET_VERIFY_UNITY
 #include "verify.h"
 
 #include <math.h>
@@ -276,5 +272,3 @@ out:
     free(fb);
     return rc;
 }
-
-#endif /* BITNET_VERIFY_UNITY */

@@ -5,10 +5,6 @@
  * with row scales); codes and scales must be bit-identical.  Tensors kept
  * unquantized must equal the source, or its bitnet_cast to the stored dtype.
  */
-/* Compiled as part of tools/bitnet-verify.c (see there): the Makefile's
- * per-tool object rule does not yet compile the files of tools/NAME/ with the
- * project flags; guarded so that compiling this file alone gives nothing. */
-#ifdef BITNET_VERIFY_UNITY
 #include "verify.h"
 
 #include <math.h>
@@ -313,5 +309,3 @@ out:
     vt_list_free(&lq);
     return rc;
 }
-
-#endif /* BITNET_VERIFY_UNITY */

@@ -4,10 +4,6 @@
  * tensors are streamed (bitnet_bnt_reader_read), their ternary codes and
  * scales checked on the way; .npy and safetensors are parsed whole.
  */
-/* Compiled as part of tools/bitnet-verify.c (see there): the Makefile's
- * per-tool object rule does not yet compile the files of tools/NAME/ with the
- * project flags; guarded so that compiling this file alone gives nothing. */
-#ifdef BITNET_VERIFY_UNITY
 #include "verify.h"
 
 #include <errno.h>
@@ -299,5 +295,3 @@ int verify_integrity(char **files, int n)
     if (n > 1 && (bad || tool_verbosity >= 1)) printf("%d file%s checked, %d failed\n", n, n == 1 ? "" : "s", bad);
     return worst;
 }
-
-#endif /* BITNET_VERIFY_UNITY */

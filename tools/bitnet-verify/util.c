@@ -1,8 +1,4 @@
 /* util.c - bitnet-verify helpers: whole-file loading, tensors read as numbers. */
-/* Compiled as part of tools/bitnet-verify.c (see there): the Makefile's
- * per-tool object rule does not yet compile the files of tools/NAME/ with the
- * project flags; guarded so that compiling this file alone gives nothing. */
-#ifdef BITNET_VERIFY_UNITY
 #include "verify.h"
 
 #include <stdlib.h>
@@ -170,5 +166,3 @@ int vt_same_shape(const bitnet_tensor_info *a, const bitnet_tensor_info *b)
         if (a->dims[i] != b->dims[i]) return 0;
     return 1;
 }
-
-#endif /* BITNET_VERIFY_UNITY */

@@ -128,3 +128,135 @@ __kernel void reduce_cols(__global const float *x, __global float *y, __global l
     }
     rd_put(op, y, idx, g, s, m, mi, len, has_y, has_idx, perturb);
 }
+
+/* ---- GPU layout (lib/opencl/reduce.c picks it on GPUs) ------------------
+ * Rows [rows, len] reduced over len in two passes.  reduce_gpu_part: each
+ * row gets `groups` work-groups (fixed by len, rows and the device's compute
+ * units, so results are the same from run to run); work-item t of the row
+ * reads float4 number t, t + stride, t + 2*stride ... (stride = groups *
+ * RD_WG), so consecutive work-items read consecutive 16-byte words, four
+ * loads in flight per work-item; the 0..3 elements before the first aligned
+ * float4 of the row and after the last go to the first work-items.  Each
+ * work-item keeps its own sum (double where the device has it) or best
+ * (value, index), then a fixed local-memory tree gives one partial per
+ * group.  reduce_gpu_final: one work-group per row combines the row's
+ * partials (work-item l takes partials l, l + RD_WG, ... in order) and a
+ * second fixed tree.  No atomics: the result depends only on the shape and
+ * the device. */
+
+/* Takes (v, vi) into (best, bi) when it wins; bi == LONG_MAX: nothing yet. */
+#define RD_TAKE(v, vi)                                                                   \
+    do {                                                                                 \
+        float v_ = (v);                                                                  \
+        long vi_ = (long)(vi);                                                           \
+        if (bi == LONG_MAX || rd_better(op, v_, vi_, best, bi)) { best = v_; bi = vi_; } \
+    } while (0)
+
+#define RD_TAKE4(a, i0)               \
+    do {                              \
+        RD_TAKE((a).x, (i0));         \
+        RD_TAKE((a).y, (i0) + 1);     \
+        RD_TAKE((a).z, (i0) + 2);     \
+        RD_TAKE((a).w, (i0) + 3);     \
+    } while (0)
+
+inline rd_real rd_sum4(float4 a) { return ((rd_real)a.x + (rd_real)a.y) + ((rd_real)a.z + (rd_real)a.w); }
+
+/* The local tree of a work-group: (ls, lv, li)[0] = the group's result. */
+inline void rd_tree(int op, uint lid, __local rd_real *ls, __local float *lv, __local long *li)
+{
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint h = RD_WG / 2; h > 0; h >>= 1) {
+        if (lid < h) {
+            if (op <= 1)
+                ls[lid] += ls[lid + h];
+            else if (li[lid + h] != LONG_MAX &&
+                     (li[lid] == LONG_MAX || rd_better(op, lv[lid + h], li[lid + h], lv[lid], li[lid]))) {
+                lv[lid] = lv[lid + h];
+                li[lid] = li[lid + h];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(RD_WG, 1, 1)))
+void reduce_gpu_part(__global const float *x, __global rd_real *psum, __global float *pval, __global long *pidx,
+                     const bn_size len, const bn_size groups, const int op)
+{
+    __local rd_real ls[RD_WG];
+    __local float lv[RD_WG];
+    __local long li[RD_WG];
+    const bn_size g = get_group_id(0), row = g / groups, c = g % groups;
+    const uint lid = get_local_id(0);
+    const bn_size off = row * len, stride = groups * RD_WG, t = c * RD_WG + lid;
+    bn_size head = (4 - off % 4) % 4;
+    if (head > len) head = len;
+    const bn_size n4 = (len - head) / 4, tail0 = head + 4 * n4;
+    __global const float *xr = x + off;
+    __global const float4 *x4 = (__global const float4 *)(xr + head); /* 16-byte aligned: buffers are */
+    rd_real s0 = 0, s1 = 0;
+    float best = NAN;
+    long bi = LONG_MAX;
+    bn_size i = t;
+    if (op <= 1) {
+        if (t < head) s0 += (rd_real)xr[t];
+        for (; i + 3 * stride < n4; i += 4 * stride) {
+            float4 a = x4[i], b = x4[i + stride], d = x4[i + 2 * stride], e = x4[i + 3 * stride];
+            s0 += rd_sum4(a);
+            s1 += rd_sum4(b);
+            s0 += rd_sum4(d);
+            s1 += rd_sum4(e);
+        }
+        for (; i < n4; i += stride) s0 += rd_sum4(x4[i]);
+        if (t < len - tail0) s1 += (rd_real)xr[tail0 + t];
+    } else { /* element indices visited in increasing order */
+        if (t < head) RD_TAKE(xr[t], t);
+        for (; i + 3 * stride < n4; i += 4 * stride) {
+            float4 a = x4[i], b = x4[i + stride], d = x4[i + 2 * stride], e = x4[i + 3 * stride];
+            RD_TAKE4(a, head + 4 * i);
+            RD_TAKE4(b, head + 4 * (i + stride));
+            RD_TAKE4(d, head + 4 * (i + 2 * stride));
+            RD_TAKE4(e, head + 4 * (i + 3 * stride));
+        }
+        for (; i < n4; i += stride) {
+            float4 a = x4[i];
+            RD_TAKE4(a, head + 4 * i);
+        }
+        if (t < len - tail0) RD_TAKE(xr[tail0 + t], tail0 + t);
+    }
+    ls[lid] = s0 + s1;
+    lv[lid] = best;
+    li[lid] = bi;
+    rd_tree(op, lid, ls, lv, li);
+    if (lid == 0) {
+        psum[g] = ls[0];
+        pval[g] = lv[0];
+        pidx[g] = li[0];
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(RD_WG, 1, 1)))
+void reduce_gpu_final(__global const rd_real *psum, __global const float *pval, __global const long *pidx,
+                      __global float *y, __global long *idx, const bn_size groups, const int op, const bn_size len,
+                      const int has_y, const int has_idx, const long perturb)
+{
+    __local rd_real ls[RD_WG];
+    __local float lv[RD_WG];
+    __local long li[RD_WG];
+    const bn_size row = get_group_id(0);
+    const uint lid = get_local_id(0);
+    rd_real s = 0;
+    float best = NAN;
+    long bi = LONG_MAX;
+    for (bn_size c = lid; c < groups; c += RD_WG) {
+        bn_size p = row * groups + c;
+        s += psum[p];
+        if (pidx[p] != LONG_MAX) RD_TAKE(pval[p], pidx[p]);
+    }
+    ls[lid] = s;
+    lv[lid] = best;
+    li[lid] = bi;
+    rd_tree(op, lid, ls, lv, li);
+    if (lid == 0) rd_put(op, y, idx, row, ls[0], lv[0], li[0], len, has_y, has_idx, perturb);
+}

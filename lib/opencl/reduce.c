@@ -2,8 +2,20 @@
  * reduce.c - OpenCL host code of the reductions (kernels/reduce.cl): rows
  * in two deterministic passes, reduced middle axes one work-item per
  * output, any other pattern permuted on the device first.
+ *
+ * Rows have two layouts.  CPU drivers (PoCL): each work-item walks a
+ * contiguous block, which the driver vectorizes.  GPUs: grid-stride float4
+ * loads (consecutive work-items read consecutive 16-byte words) over
+ * compute_units * RD_GPU_GROUPS_PER_CU work-groups in all, so that a large
+ * full reduction fills the device (kernels/reduce.cl, reduce_gpu_*).  The
+ * grid depends only on the shape and the device: results are repeatable.
+ * Test hook: BITNET_OCL_FORCE_GPU_LAYOUT=1 in the environment picks the GPU
+ * layout on any device (tests run it on PoCL against the reference).
  */
 #include "tensor_ops.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #define RD_WG 256
 #define RD_CHUNK (1u << 16)
@@ -42,6 +54,55 @@ static bitnet_status rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t 
     return st;
 }
 
+#define RD_GPU_GROUPS_PER_CU 8 /* 8 x 256 work-items: a full load of most GPU compute units */
+#define RD_GPU_MIN_F4 4         /* float4 words per work-item below which a row gets fewer groups */
+
+static int gpu_layout(bn_ocl *o)
+{
+    const char *e = getenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+    return bn_ocl_get_caps(o)->is_gpu || (e && strcmp(e, "1") == 0);
+}
+
+static bitnet_status gpu_rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t rows, uint64_t len, int op,
+                                   cl_mem by, cl_mem bi, int has_y, int has_idx, cl_long perturb)
+{
+    cl_kernel kp, kf;
+    bitnet_status st;
+    if ((st = bn_ocl_kernel(o, "reduce", "reduce_gpu_part", opts, &kp)) ||
+        (st = bn_ocl_kernel(o, "reduce", "reduce_gpu_final", opts, &kf)))
+        return st;
+    if (bn_ocl_kernel_wg(o, kp) < RD_WG || bn_ocl_kernel_wg(o, kf) < RD_WG)
+        return bn_fail(BITNET_E_DEVICE, "reduce: the device takes work-groups of %zu < %d", bn_ocl_kernel_wg(o, kp), RD_WG);
+    /* groups per row: the device's share for this row, no more than the row fills */
+    uint64_t cu = bn_ocl_get_caps(o)->compute_units ? bn_ocl_get_caps(o)->compute_units : 1;
+    uint64_t target = cu * RD_GPU_GROUPS_PER_CU, per_row = (target + rows - 1) / rows;
+    uint64_t fill = (len / 4 + (uint64_t)RD_WG * RD_GPU_MIN_F4 - 1) / ((uint64_t)RD_WG * RD_GPU_MIN_F4);
+    uint64_t groups = per_row < fill ? per_row : fill;
+    if (groups == 0) groups = 1;
+    uint64_t np;
+    if (bn_mul_u64(rows, groups, &np) || np > SIZE_MAX / RD_WG)
+        return bn_fail(BITNET_E_DEVICE, "reduce: %llu rows are too many for one launch", (unsigned long long)rows);
+    cl_mem ps = NULL, pv = NULL, pi = NULL;
+    if (!(st = bn_tops_alloc(o, np * 8, &ps)) && !(st = bn_tops_alloc(o, np * 4, &pv))) st = bn_tops_alloc(o, np * 8, &pi);
+    cl_ulong cl = len, cg = groups;
+    cl_int cop = op, hy = has_y, hi = has_idx;
+    size_t wg = RD_WG, global = (size_t)np * RD_WG, gf = (size_t)rows * RD_WG;
+    if (!st)
+        st = bn_ocl_args(o, kp, 7, sizeof bx, &bx, sizeof ps, &ps, sizeof pv, &pv, sizeof pi, &pi, sizeof cl, &cl,
+                         sizeof cg, &cg, sizeof cop, &cop);
+    if (!st) st = bn_ocl_run(o, kp, 1, &global, &wg, "reduce");
+    if (!st)
+        st = bn_ocl_args(o, kf, 11, sizeof ps, &ps, sizeof pv, &pv, sizeof pi, &pi, sizeof by, &by, sizeof bi, &bi,
+                         sizeof cg, &cg, sizeof cop, &cop, sizeof cl, &cl, sizeof hy, &hy, sizeof hi, &hi,
+                         sizeof perturb, &perturb);
+    if (!st) st = bn_ocl_run(o, kf, 1, &gf, &wg, "reduce");
+    if (!st) st = bn_ocl_finish(o); /* the partial buffers go back to the pool */
+    bn_ocl_release(o, ps);
+    bn_ocl_release(o, pv);
+    bn_ocl_release(o, pi);
+    return st;
+}
+
 bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
                             uint32_t axes_mask, float *y, int64_t *idx)
 {
@@ -64,7 +125,8 @@ bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
     if (st) goto out;
     if (p.rank <= 1 || (p.rank == 2 && p.red[1])) {
         uint64_t len = p.rank && p.red[p.rank - 1] ? p.dims[p.rank - 1] : 1;
-        st = rows_pass(o, opts, bx, p.n_out, len, op, by, bi, y != NULL, idx != NULL, perturb);
+        st = (gpu_layout(o) ? gpu_rows_pass : rows_pass)(o, opts, bx, p.n_out, len, op, by, bi, y != NULL,
+                                                          idx != NULL, perturb);
     } else if (p.rank <= 3 && (p.rank == 2 ? p.red[0] : p.red[1])) {
         cl_kernel k;
         if ((st = bn_ocl_kernel(o, "reduce", "reduce_cols", opts, &k))) goto out;
@@ -80,7 +142,8 @@ bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
         for (uint32_t i = 0; i < p.rank; i++) { ps.dims[i] = p.dims[i]; if (!p.red[i]) perm[np++] = i; }
         for (uint32_t i = 0; i < p.rank; i++) if (p.red[i]) perm[np++] = i;
         if (!(st = bn_tops_alloc(o, n * sizeof(float), &bt)) && !(st = bn_ocl_permute_buf(o, bx, &ps, perm, bt, -1)))
-            st = rows_pass(o, opts, bt, p.n_out, p.n_red, op, by, bi, y != NULL, idx != NULL, perturb);
+            st = (gpu_layout(o) ? gpu_rows_pass : rows_pass)(o, opts, bt, p.n_out, p.n_red, op, by, bi, y != NULL,
+                                                              idx != NULL, perturb);
     }
     if (!st && y) st = bn_ocl_download(o, by, 0, y, p.n_out * sizeof(float));
     if (!st && idx) st = bn_ocl_download(o, bi, 0, idx, p.n_out * sizeof(int64_t));

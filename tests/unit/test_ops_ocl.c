@@ -249,12 +249,77 @@ static void test_ocl_perturb(void **state)
     free(x); free(y); free(r);
 }
 
+/* Both row layouts of the reductions (the CPU-driver one and the GPU one,
+ * forced here with BITNET_OCL_FORCE_GPU_LAYOUT=1) against the reference on
+ * awkward sizes: full reductions, and rows whose starts are not 16-byte
+ * aligned.  Sums: within 2 ulp of the reference and NMSE <= 1e-12 against
+ * float64; max/min/argmax exact (ties and a NaN included); repeatable bits. */
+static void test_ocl_reduce_layouts(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const uint64_t sizes[] = {1, 3, 17, 255, 4097, (1u << 20) + 3};
+    static const uint64_t rows[][2] = {{5, 4097}, {3, 17}, {7, 1}, {300, 3}, {2, 70001}, {1000, 255}};
+    for (int forced = 0; forced < 2; forced++) {
+        if (forced) setenv("BITNET_OCL_FORCE_GPU_LAYOUT", "1", 1);
+        else unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+        for (size_t c = 0; c < 12; c++) {
+            bitnet_shape s = c < 6 ? SHAPE(1, sizes[c]) : SHAPE(2, rows[c - 6][0], rows[c - 6][1]), ys, rs;
+            const uint32_t mask = c < 6 ? 0 : 2;
+            const uint64_t n = shape_n(&s), len = c < 6 ? n : rows[c - 6][1];
+            float *x = rand_floats(n, 900 + c), *y = malloc(n * 4), *y2 = malloc(n * 4), *r = malloc(n * 4);
+            int64_t *iy = malloc(n * 8), *ir = malloc(n * 8);
+            for (uint64_t i = 0; i < n; i += 7) x[i] = x[(i * 13 + 5) % n]; /* ties */
+            if (c == 4 || c == 9) x[n / 2] = NAN;
+            for (int op = 0; op < BITNET_RED_COUNT; op++) {
+                uint32_t m = op == BITNET_RED_ARGMAX ? (c < 6 ? 1 : 2) : mask;
+                assert_int_equal(bitnet_reduce(ocl, (bitnet_reduce_op)op, x, &s, m, y, &ys), BITNET_OK);
+                assert_int_equal(bitnet_reduce(ocl, (bitnet_reduce_op)op, x, &s, m, y2, &ys), BITNET_OK);
+                assert_int_equal(bitnet_reduce_ref((bitnet_reduce_op)op, x, &s, m, r, &rs), BITNET_OK);
+                const uint64_t no = shape_n(&rs);
+                if (memcmp(y, y2, no * 4) != 0 && !same_bits_nan(y, y2, no))
+                    fail_msg("layout %d op %d case %zu: two runs differ", forced, op, c);
+                if (op <= BITNET_RED_MEAN) {
+                    for (uint64_t o = 0; o < no; o++) {
+                        if (isnan(y[o]) && isnan(r[o])) continue;
+                        double w = 0;
+                        for (uint64_t i = 0; i < len; i++) w += x[o * len + i];
+                        if (op == BITNET_RED_MEAN) w /= (double)len;
+                        if (fabsf(y[o] - r[o]) > 2 * ulp_of(r[o]) || (w != 0 && nmse1(y[o], w) > 1e-12))
+                            fail_msg("layout %d op %d case %zu out %llu: %.9g, reference %.9g, float64 %.17g", forced, op,
+                                     c, (unsigned long long)o, y[o], r[o], w);
+                    }
+                } else if (!same_bits_nan(y, r, no)) {
+                    fail_msg("layout %d op %d case %zu differs from the reference", forced, op, c);
+                }
+                if (op == BITNET_RED_ARGMAX) {
+                    assert_int_equal(bitnet_reduce_argmax(ocl, x, &s, c < 6 ? 0 : 1, iy, &ys), BITNET_OK);
+                    assert_int_equal(bitnet_reduce_argmax_ref(x, &s, c < 6 ? 0 : 1, ir, &rs), BITNET_OK);
+                    if (memcmp(iy, ir, no * 8) != 0) fail_msg("layout %d argmax case %zu differs", forced, c);
+                }
+            }
+            free(x); free(y); free(y2); free(r); free(iy); free(ir);
+        }
+        /* the planted bug reaches the output of this layout too */
+        float *x = rand_floats(4 * 4097, 77), y[4], r[4];
+        bitnet_shape s = SHAPE(2, 4, 4097), ys;
+        setenv("BITNET_TEST_PERTURB", "reduce", 1);
+        assert_int_equal(bitnet_reduce(ocl, BITNET_RED_MAX, x, &s, 2, y, &ys), BITNET_OK);
+        unsetenv("BITNET_TEST_PERTURB");
+        assert_int_equal(bitnet_reduce_ref(BITNET_RED_MAX, x, &s, 2, r, &ys), BITNET_OK);
+        assert_int_equal(count_diff(y, r, 4), 1);
+        free(x);
+    }
+    unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ocl_binary), cmocka_unit_test(test_ocl_unary),   cmocka_unit_test(test_ocl_softmax),
         cmocka_unit_test(test_ocl_reduce), cmocka_unit_test(test_ocl_norm),    cmocka_unit_test(test_ocl_permute),
         cmocka_unit_test(test_ocl_perturb),
+        cmocka_unit_test(test_ocl_reduce_layouts),
     };
     return cmocka_run_group_tests_name("ops_ocl", tests, setup, teardown);
 }

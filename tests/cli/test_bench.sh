@@ -102,7 +102,7 @@ check "-o file holds the header" grep -q '^op,variant' "$T/res.csv"
 
 # ---- rotation: working sets that fit in the cache are rotated ----
 expect_rc 0 "rotation" bench --op add --shape 65536 --llc 64 --format csv
-check "a 768 KiB set rotates over 64 sets (the cap)" sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$22 == 64)}'"
+check "a 768 KiB set rotates over 341 sets (256 MiB of --max-mem)" sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$22 == 341)}'"
 ROT="--min-reps 1 --min-time 0 --warmup 0 --roofline-size 1 --op add --llc 64 --format csv"
 expect_rc 0 "rotation bounded" bitnet-bench $ROT --shape 4194304 --max-mem 1024
 check "a 48 MiB set rotates over 6 sets (4 x 64 MiB)" sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$22 == 6)}'"

@@ -263,7 +263,7 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
         uint64_t want = (4 * o->llc_bytes + set_bytes - 1) / set_bytes;
         uint64_t fit = o->max_mem / set_bytes;
         if (want > fit) want = fit;
-        if (want > 64) want = 64;
+        if (want > 65536) want = 65536; /* tiny sets: latency, not bandwidth */
         c.nsets = want ? (size_t)want : 1;
     }
     row->sets = (int)c.nsets;

@@ -90,6 +90,10 @@ int main(int argc, char **argv)
     tool_init("bitnet-bench");
     tool_std_args std = tool_std_args_new();
     tool_dev_args dev = tool_dev_args_new();
+    if (dev.device) { /* a list here: every device is measured */
+        dev.device->hdr.datatype = "DEV[,DEV...]";
+        dev.device->hdr.glossary = "devices to measure: cpu, opencl, opencl:N, auto (default: $BITNET_DEVICE, else cpu)";
+    }
     struct arg_str *a_op = arg_strn(NULL, "op", "OP[,OP...]", 0, 16, "ops to time (default: all; see bitnet-bench(1))");
     struct arg_str *a_shape = arg_strn(NULL, "shape", "MxK|N", 0, 64, "shape: M out rows x K in; N = NxN, or N elements");
     struct arg_str *a_sweep = arg_strn(NULL, "sweep", "A:B:xF|A:B:+S", 0, 8, "sizes A..B (square, or elements)");

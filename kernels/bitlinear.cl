@@ -217,17 +217,29 @@ inline int bl_warp_sum(int v)
     }
     return v;
 }
-inline int bl_word_dot(uint cw, __global const int *xw)
+/* Four signed codes of one word at shift k, as bytes -1..1. */
+inline int bl_q4(uint cw, int k)
 {
-    int acc = 0;
+    const uint c = (cw >> (2 * k)) & 0x03030303u;
+    return (int)(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u);
+}
+
+/* Half a block (16 bytes of codes = 64 weights) against one token: the 16
+ * activations that meet shift k are one int4 load. */
+inline int bl_half_dot(uint4 wv, __global const int4 *xb, int acc)
+{
     for (int k = 0; k < 4; k++) {
-        const uint c = (cw >> (2 * k)) & 0x03030303u;
-        const int q = (int)(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u);
-        acc = bl_dp4a(q, xw[8 * k], acc);
+        const int4 xv = xb[2 * k];
+        acc = bl_dp4a(bl_q4(wv.x, k), xv.x, acc);
+        acc = bl_dp4a(bl_q4(wv.y, k), xv.y, acc);
+        acc = bl_dp4a(bl_q4(wv.z, k), xv.z, acc);
+        acc = bl_dp4a(bl_q4(wv.w, k), xv.w, acc);
     }
     return acc;
 }
 
+/* One warp per row; GEMV_TT tokens per pass over the row, so the weights
+ * are read once per GEMV_TT tokens. */
 __kernel __attribute__((reqd_work_group_size(32, GEMV_RY, 1)))
 void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const float *xs, __global const float *d,
                 const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
@@ -236,21 +248,24 @@ void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const 
     const int lane = get_local_id(0);
     const bn_size o = get_global_id(1);
     __global const uint4 *wr = w + o * nhalf;
-    for (bn_size t = 0; t < tokens; t++) {
-        int acc = 0;
+    for (bn_size t0 = 0; t0 < tokens; t0 += GEMV_TT) {
+        int acc[GEMV_TT];
+        for (int i = 0; i < GEMV_TT; i++) acc[i] = 0;
         if (o < out) {
-            __global const char *xr = x + t * xstride;
             for (bn_size h = lane; h < nhalf; h += 32) {
                 const uint4 wv = wr[h];
-                __global const int *xw = (__global const int *)(xr + (h >> 1) * 128 + (h & 1) * 16);
-                acc += bl_word_dot(wv.x, xw) + bl_word_dot(wv.y, xw + 1) + bl_word_dot(wv.z, xw + 2) +
-                       bl_word_dot(wv.w, xw + 3);
+                const bn_size off = (h >> 1) * 128 + (h & 1) * 16;
+                for (int i = 0; i < GEMV_TT; i++)
+                    if (t0 + i < tokens)
+                        acc[i] = bl_half_dot(wv, (__global const int4 *)(x + (t0 + i) * xstride + off), acc[i]);
             }
         }
-        acc = bl_warp_sum(acc);
-        if (lane == 0 && o < out) {
-            const float v = bl_scale(acc, per_row ? d[o] : d[0], xs[t]);
-            bl_store(y, t * out + o, v, bias, has_bias, o, act, perturb);
+        for (int i = 0; i < GEMV_TT; i++) {
+            const int a = bl_warp_sum(acc[i]);
+            if (lane == 0 && o < out && t0 + i < tokens) {
+                const float v = bl_scale(a, per_row ? d[o] : d[0], xs[t0 + i]);
+                bl_store(y, (t0 + i) * out + o, v, bias, has_bias, o, act, perturb);
+            }
         }
     }
 }

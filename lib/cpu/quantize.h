@@ -80,6 +80,9 @@ size_t bn_absum_small(bn_xchunk_fn fn, const float *w, size_t n, double *sum);
  * 512 * 2^(emax - 126) <= 2^(emin - 97)).  Other chunks go through the
  * chunk kernel above, 256 at a time. */
 #define BN_DCHUNK 512
+/* Software prefetch distance of the streaming kernels, in floats (8 KiB):
+ * prefetching past the end of a buffer is harmless (no fault). */
+#define BN_PREFETCH 2048
 #define BN_DSPAN 20
 /* Adds a chunk summed in double (see above) to acc, or returns nonzero when
  * the chunk is not of that form (maxb, minm1: the largest |w| bits and the

@@ -87,6 +87,7 @@ static size_t absum_avx2(const float *w, size_t n, bn_xsum *acc)
         __m256d d0 = _mm256_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
         size_t i = 0;
         for (; i + 16 <= len; i += 16) {
+            _mm_prefetch((const char *)(p + i + BN_PREFETCH), _MM_HINT_T0);
             __m256i u = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i)), absmask);
             __m256i v = _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(p + i + 8)), absmask);
             vmax = _mm256_max_epu32(vmax, _mm256_max_epu32(u, v));

@@ -61,6 +61,9 @@ static size_t absum_avx512(const float *w, size_t n, bn_xsum *acc)
         __m512d d0 = _mm512_setzero_pd(), d1 = d0, d2 = d0, d3 = d0;
         size_t i = 0;
         for (; i + 32 <= len; i += 32) {
+            /* far prefetch: keeps more misses in flight than the ALU-heavy loop lets the core find */
+            _mm_prefetch((const char *)(p + i + BN_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)(p + i + BN_PREFETCH + 16), _MM_HINT_T0);
             __m512i u = _mm512_and_si512(_mm512_loadu_si512(p + i), absmask);
             __m512i v = _mm512_and_si512(_mm512_loadu_si512(p + i + 16), absmask);
             vmax = _mm512_max_epu32(vmax, _mm512_max_epu32(u, v));
@@ -106,6 +109,7 @@ static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t 
             p = tmp;
         }
         __m256i acc = _mm256_setzero_si256();
+        for (unsigned k = 0; k < 8; k++) _mm_prefetch((const char *)(p + 16 * k + BN_PREFETCH), _MM_HINT_T0);
         for (unsigned k = 0; k < 4; k++) {
             const __m512 sc = _mm512_set1_ps(s[bn_qscale_index(4 * b + k, gshift, cols)]);
             const __m512 x0 = _mm512_mul_ps(_mm512_loadu_ps(p + 32 * k), sc);

@@ -187,9 +187,9 @@ static json_t *row_json(const bench_row *r)
     return o;
 }
 
-static int dump(FILE *f, json_t *j)
+static int dump(FILE *f, json_t *j, size_t flags)
 {
-    int rc = json_dumpf(j, f, JSON_INDENT(0) | JSON_COMPACT | JSON_PRESERVE_ORDER);
+    int rc = json_dumpf(j, f, flags | JSON_PRESERVE_ORDER);
     json_decref(j);
     fputc('\n', f);
     return rc;
@@ -203,7 +203,7 @@ int bench_write(FILE *f, bench_format fmt, const bench_row *rows, size_t n, cons
     case BENCH_FMT_CSV: write_csv(f, rows, n); break;
     case BENCH_FMT_JSONL:
         for (size_t i = 0; i < n; i++)
-            if (!rows[i].hidden && dump(f, row_json(&rows[i]))) return EXIT_IO;
+            if (!rows[i].hidden && dump(f, row_json(&rows[i]), JSON_COMPACT)) return EXIT_IO;
         break;
     case BENCH_FMT_JSON: {
         json_t *doc = json_object(), *jd = json_array(), *jr = json_array();
@@ -222,7 +222,7 @@ int bench_write(FILE *f, bench_format fmt, const bench_row *rows, size_t n, cons
             if (!rows[i].hidden) json_array_append_new(jr, row_json(&rows[i]));
         json_object_set_new(doc, "devices", jd);
         json_object_set_new(doc, "results", jr);
-        if (dump(f, doc)) return EXIT_IO;
+        if (dump(f, doc, JSON_INDENT(2))) return EXIT_IO;
         break;
     }
     }

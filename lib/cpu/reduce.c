@@ -9,11 +9,13 @@
  * when the slice holds one.  mean of an empty slice is NaN, sum 0.
  *
  * The fast path plans the shape (dims merged): reduced trailing dims are
- * rows; a reduced middle dim [outer, len, inner] accumulates columns; any
- * other pattern is first permuted to [kept..., reduced...].
+ * rows; a reduced middle dim [outer, len, inner] accumulates columns row by
+ * row in memory order (fixed row blocks combined in order); any other
+ * pattern is first permuted to [kept..., reduced...].
  */
 #include "cpu.h"
 #include "../op_tensor.h"
+#include "reduce.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -158,10 +160,9 @@ typedef struct {
     const float *x;
     float *y;
     int64_t *idx;
-    uint64_t len, inner, cpr; /* rows: row length, chunks per row; cols: len, inner, chunks per outer */
+    uint64_t len, cpr; /* row length, chunks per row */
     part *parts;
     bn_simd simd;
-    uint64_t chunk; /* cols: columns per item (each column is summed in row order whatever the chunk) */
 } red_job;
 
 static void rows_range(void *arg, uint64_t begin, uint64_t end)
@@ -200,53 +201,147 @@ static void rows_reduce(bn_cpu *cpu, red_job *j, uint64_t rows, bitnet_status *s
     free(j->parts);
 }
 
-#define COL_CHUNK 2048 /* most columns per item: long contiguous runs per row */
+/* [outer, len, inner] reduced over len (e.g. axis 0 of a matrix): the input
+ * is streamed in memory order.  An item is (outer, column block of up to
+ * COL_W columns, row block of COL_H rows); it walks its rows one after the
+ * other, adding each row's columns into COL_W running results, so every
+ * item reads long contiguous runs.  The row blocks' results are then
+ * combined in row-block order.  COL_W and COL_H depend only on the shape,
+ * so the result is the same for every thread count. */
+#define COL_W 4096           /* columns per item: whole rows of most matrices; 32 KiB of double sums */
+#define COL_ELEMS (1u << 20)  /* about this many elements (4 MiB) per item */
 
-/* [outer, len, inner] reduced over len: item = (outer, chunk of columns). */
+typedef struct {
+    bitnet_reduce_op op;
+    const float *x;
+    float *y;
+    int64_t *idx;
+    uint64_t len, inner, w, h, ncb, nrb; /* column-block width, row-block height, counts */
+    double *ps;                          /* partials (nrb > 1): item it at it * w */
+    float *pm;
+    int64_t *pi;
+    bn_simd simd;
+} col_job;
+
+/* Rows [r0, r1) of column block [c0, c0 + w) of outer slice o, into s / m, mi. */
+static void col_block(const col_job *j, uint64_t o, uint64_t c0, uint64_t w, uint64_t r0, uint64_t r1, double *s,
+                      float *m, int64_t *mi)
+{
+    const float *x = j->x + o * j->len * j->inner + c0;
+    const uint64_t inner = j->inner;
+    if (j->op == BITNET_RED_SUM || j->op == BITNET_RED_MEAN) {
+        for (uint64_t c = 0; c < w; c++) s[c] = 0;
+#if defined(__x86_64__)
+        if (j->simd >= BN_SIMD_AVX2) {
+            (j->simd >= BN_SIMD_AVX512 ? bn_colsum_rows_avx512 : bn_colsum_rows_avx2)(s, x + r0 * inner, inner, r1 - r0, w);
+            return;
+        }
+#endif
+        for (uint64_t l = r0; l < r1; l++) {
+            const float *xr = x + l * inner;
+            for (uint64_t c = 0; c < w; c++) s[c] += xr[c];
+        }
+        return;
+    }
+    const int is_min = j->op == BITNET_RED_MIN;
+    for (uint64_t c = 0; c < w; c++) { m[c] = x[r0 * inner + c]; mi[c] = (int64_t)r0; }
+#if defined(__x86_64__)
+    if (j->simd >= BN_SIMD_AVX512) {
+        for (uint64_t l = r0 + 1; l < r1; l++) bn_colbest_row_avx512(is_min, m, mi, x + l * inner, w, (int64_t)l);
+        return;
+    }
+#endif
+    for (uint64_t l = r0 + 1; l < r1; l++) {
+        const float *xr = x + l * inner;
+        for (uint64_t c = 0; c < w; c++)
+            if (is_min ? better_min(xr[c], m[c]) : better_max(xr[c], m[c])) {
+                m[c] = xr[c];
+                mi[c] = (int64_t)l;
+            }
+    }
+}
+
+/* item = ((o * ncb) + cb) * nrb + rb */
 static void cols_range(void *arg, uint64_t begin, uint64_t end)
 {
-    const red_job *j = arg;
-    double s[COL_CHUNK];
-    float m[COL_CHUNK];
-    int64_t mi[COL_CHUNK];
-    const uint64_t len = j->len, inner = j->inner;
+    const col_job *j = arg;
+    double s[COL_W];
+    float m[COL_W];
+    int64_t mi[COL_W];
     for (uint64_t it = begin; it < end; it++) {
-        uint64_t o = it / j->cpr, c0 = (it % j->cpr) * j->chunk;
-        uint64_t w = inner - c0 < j->chunk ? inner - c0 : j->chunk;
-        const float *x = j->x + o * len * inner + c0;
-        if (j->op == BITNET_RED_SUM || j->op == BITNET_RED_MEAN) {
-            /* 16-byte vectors: one SSE register each (wider generic vectors
-             * compile poorly without AVX) */
-            typedef double v2d __attribute__((vector_size(16)));
-            typedef float v4f __attribute__((vector_size(16)));
-            v2d acc[COL_CHUNK / 2];
-            const uint64_t w4 = w / 4 * 4;
-            for (uint64_t c = 0; c < w4 / 2; c++) acc[c] = (v2d){0, 0};
-            for (uint64_t c = w4; c < w; c++) s[c] = 0;
-            for (uint64_t l = 0; l < len; l++) {
-                const float *xr = x + l * inner;
-                for (uint64_t c = 0; c < w4; c += 4) {
-                    v4f f;
-                    memcpy(&f, xr + c, sizeof f);
-                    acc[c / 2] += (v2d){f[0], f[1]};
-                    acc[c / 2 + 1] += (v2d){f[2], f[3]};
-                }
-                for (uint64_t c = w4; c < w; c++) s[c] += xr[c];
-            }
-            for (uint64_t c = 0; c < w4; c++) s[c] = acc[c / 2][c % 2];
-        } else {
-            for (uint64_t c = 0; c < w; c++) { m[c] = x[c]; mi[c] = 0; }
-            for (uint64_t l = 1; l < len; l++)
-                for (uint64_t c = 0; c < w; c++) {
-                    float v = x[l * inner + c];
-                    if (j->op == BITNET_RED_MIN ? better_min(v, m[c]) : better_max(v, m[c])) {
-                        m[c] = v;
-                        mi[c] = (int64_t)l;
+        uint64_t rb = it % j->nrb, cb = it / j->nrb % j->ncb, o = it / j->nrb / j->ncb;
+        uint64_t c0 = cb * j->w, w = j->inner - c0 < j->w ? j->inner - c0 : j->w;
+        uint64_t r0 = rb * j->h, r1 = j->len - r0 < j->h ? j->len : r0 + j->h;
+        if (j->nrb > 1) {
+            col_block(j, o, c0, w, r0, r1, j->ps ? j->ps + it * j->w : NULL, j->pm ? j->pm + it * j->w : NULL,
+                      j->pi ? j->pi + it * j->w : NULL);
+            continue;
+        }
+        col_block(j, o, c0, w, r0, r1, s, m, mi);
+        for (uint64_t c = 0; c < w; c++) put(j->op, j->y, j->idx, o * j->inner + c0 + c, s[c], m[c], mi[c], j->len);
+    }
+}
+
+/* item = o * ncb + cb: its nrb partials in row-block order */
+static void cols_combine(void *arg, uint64_t begin, uint64_t end)
+{
+    const col_job *j = arg;
+    const int sum = j->op == BITNET_RED_SUM || j->op == BITNET_RED_MEAN, is_min = j->op == BITNET_RED_MIN;
+    for (uint64_t it = begin; it < end; it++) {
+        uint64_t cb = it % j->ncb, o = it / j->ncb, c0 = cb * j->w;
+        uint64_t w = j->inner - c0 < j->w ? j->inner - c0 : j->w, p0 = it * j->nrb * j->w;
+        for (uint64_t c = 0; c < w; c++) {
+            double s = 0;
+            float m = 0;
+            int64_t mi = 0;
+            if (sum) {
+                for (uint64_t rb = 0; rb < j->nrb; rb++) s += j->ps[p0 + rb * j->w + c];
+            } else {
+                m = j->pm[p0 + c];
+                mi = j->pi[p0 + c];
+                for (uint64_t rb = 1; rb < j->nrb; rb++) {
+                    float v = j->pm[p0 + rb * j->w + c];
+                    if (is_min ? better_min(v, m) : better_max(v, m)) {
+                        m = v;
+                        mi = j->pi[p0 + rb * j->w + c];
                     }
                 }
+            }
+            put(j->op, j->y, j->idx, o * j->inner + c0 + c, s, m, mi, j->len);
         }
-        for (uint64_t c = 0; c < w; c++) put(j->op, j->y, j->idx, o * inner + c0 + c, s[c], m[c], mi[c], len);
     }
+}
+
+static void cols_reduce(bn_cpu *cpu, bitnet_reduce_op op, const float *x, uint64_t outer, uint64_t len, uint64_t inner,
+                        float *y, int64_t *idx, bitnet_status *st)
+{
+    col_job j = {op, x, y, idx, len, inner, 0, 0, 0, 0, NULL, NULL, NULL, cpu->simd};
+    j.w = inner < COL_W ? inner : COL_W;
+    j.ncb = (inner + j.w - 1) / j.w;
+    j.h = COL_ELEMS / j.w;
+    if (j.h > len) j.h = len;
+    j.nrb = (len + j.h - 1) / j.h;
+    uint64_t items = outer * j.ncb * j.nrb;
+    if (j.nrb > 1) {
+        const int sum = op == BITNET_RED_SUM || op == BITNET_RED_MEAN;
+        uint64_t np;
+        if (bn_mul_u64(items, j.w, &np) || np > SIZE_MAX / 16) {
+            *st = bn_fail(BITNET_E_NOMEM, "reduce: too many partial results");
+            return;
+        }
+        if (sum) j.ps = malloc(np * sizeof *j.ps);
+        else { j.pm = malloc(np * sizeof *j.pm); j.pi = malloc(np * sizeof *j.pi); }
+        if (sum ? !j.ps : !j.pm || !j.pi) {
+            *st = bn_fail(BITNET_E_NOMEM, "reduce: no memory for %llu partial results", (unsigned long long)np);
+            free(j.ps); free(j.pm); free(j.pi);
+            return;
+        }
+    }
+    bn_parallel_for(cpu->pool, items, 1, cols_range, &j);
+    if (j.nrb > 1) bn_parallel_for(cpu->pool, outer * j.ncb, 1, cols_combine, &j);
+    free(j.ps);
+    free(j.pm);
+    free(j.pi);
 }
 
 bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
@@ -255,7 +350,7 @@ bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
     bn_cpu *cpu = ctx;
     bn_rplan p;
     bitnet_status st = BITNET_OK;
-    red_job j = {op, x, y, idx, 0, 0, 0, NULL, cpu->simd, 0};
+    red_job j = {op, x, y, idx, 0, 0, NULL, cpu->simd};
     bn_reduce_plan(s, axes_mask, &p);
     if (p.n_out == 0) return BITNET_OK;
     if (p.n_red == 0) { /* only sum/mean get here */
@@ -269,16 +364,7 @@ bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
         rows_reduce(cpu, &j, p.n_out, &st);
     } else if (p.rank <= 3 && (p.rank == 2 ? p.red[0] : p.red[1])) {
         /* [outer?, len, inner] with len reduced */
-        j.len = p.dims[p.rank - 2];
-        j.inner = p.dims[p.rank - 1];
-        /* enough items for every thread, runs as long as possible */
-        uint64_t outer_ = p.rank == 3 ? p.dims[0] : 1, want = 2 * (uint64_t)bn_pool_threads(cpu->pool);
-        j.chunk = outer_ >= want ? COL_CHUNK : (j.inner * outer_ + want - 1) / want;
-        j.chunk = (j.chunk + 63) / 64 * 64;
-        if (j.chunk > COL_CHUNK) j.chunk = COL_CHUNK;
-        j.cpr = (j.inner + j.chunk - 1) / j.chunk;
-        uint64_t outer = p.rank == 3 ? p.dims[0] : 1;
-        bn_parallel_for(cpu->pool, outer * j.cpr, 1, cols_range, &j);
+        cols_reduce(cpu, op, x, p.rank == 3 ? p.dims[0] : 1, p.dims[p.rank - 2], p.dims[p.rank - 1], y, idx, &st);
     } else {
         /* move the reduced axes last, then rows (never argmax: one axis) */
         bitnet_shape ps = {p.rank, {0}};

@@ -172,6 +172,16 @@ int bk_status(bk_ctx *c, bitnet_status ref, bitnet_status fast, const char *what
     return 1;
 }
 
+void bk_same_error(bk_ctx *c, bitnet_status want, bitnet_status ref, bitnet_status fast, const char *what)
+{
+    if (ref == want && fast == want) return;
+    if (!c->failed)
+        snprintf(c->note, sizeof c->note, "%s: expected %s from both, the reference gave %s, the fast path %s", what,
+                 bitnet_strerror(want), ref ? bitnet_strerror(ref) : "success", fast ? bitnet_strerror(fast) : "success");
+    c->failed = 1;
+    c->err = INFINITY;
+}
+
 static void fmt_num(char *buf, size_t size, double v, bk_metric m)
 {
     if (m == BK_MISMATCH || (m == BK_ULP && v == floor(v) && v < 1e15)) snprintf(buf, size, "%.0f", v);

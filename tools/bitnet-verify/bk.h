@@ -53,6 +53,8 @@ void bk_add(bk_ctx *c, double err, const char *what);
 /* Records the statuses of the reference and the fast call; returns 1 when
  * the case failed there (the outputs are then not compared). */
 int bk_status(bk_ctx *c, bitnet_status ref, bitnet_status fast, const char *what);
+/* An input both paths must refuse with `want`: fails the line otherwise. */
+void bk_same_error(bk_ctx *c, bitnet_status want, bitnet_status ref, bitnet_status fast, const char *what);
 /* Ends the op line: prints (or stores, for --json) PASS/FAIL. */
 void bk_end(bk_ctx *c);
 

@@ -6,6 +6,7 @@
  */
 #include "bk.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,6 +69,44 @@ static bk_mat case_at(const bk_ctx *c, size_t i)
     return v;
 }
 
+/* Rounding ties: |w| alternates 0.5 and 1.5 with random signs, so every
+ * tensor, row and (even-sized) group has mean |w| = 1 exactly: d = s = 1 and
+ * w*s = +-0.5, which rint() rounds to 0 (half to even) and round() to +-1. */
+static void weights_ties(bk_ctx *c, bitnet_scale_kind kind, uint32_t group)
+{
+    const uint64_t rows = 3, cols = 256, n = rows * cols, nb = rows * bitnet_t2_row_bytes(cols);
+    uint64_t ns = n_scales(kind, group, rows, cols);
+    float *w = bk_alloc(n, 4), *dr = bk_alloc(ns, 4), *df = bk_alloc(ns, 4);
+    uint8_t *tr = bk_alloc(nb, 1), *tf = bk_alloc(nb, 1);
+    char what[128];
+    case_name(what, sizeof what, rows, cols, group);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " rounding ties");
+    for (uint64_t i = 0; i < n; i++) w[i] = (i & 1 ? 1.5f : 0.5f) * (bk_rand(c) & 1 ? -1.0f : 1.0f);
+    bk_poison(tr, nb), bk_poison(tf, nb), bk_poison(dr, ns * 4), bk_poison(df, ns * 4);
+    bitnet_status a = bitnet_quantize_weights_ref(w, rows, cols, kind, group, tr, dr);
+    bitnet_status b = bitnet_quantize_weights(c->be, w, rows, cols, kind, group, tf, df);
+    if (!bk_status(c, a, b, what)) bk_add(c, (double)(bk_diff_bytes(tr, tf, nb) + bk_diff_f32(dr, df, ns)), what);
+    free(w), free(dr), free(df), free(tr), free(tf);
+}
+
+/* A NaN input: the reference and the fast path must both refuse it with
+ * BITNET_E_NUMERIC. */
+static void weights_nan(bk_ctx *c, bitnet_scale_kind kind, uint32_t group)
+{
+    const uint64_t rows = 5, cols = 300, n = rows * cols;
+    float *w = bk_alloc(n, 4), *d = bk_alloc(n_scales(kind, group, rows, cols), 4);
+    uint8_t *t2 = bk_alloc(rows * bitnet_t2_row_bytes(cols), 1);
+    char what[128];
+    case_name(what, sizeof what, rows, cols, group);
+    snprintf(what + strlen(what), sizeof what - strlen(what), " NaN input");
+    bk_fill(c, w, n, -1, 1);
+    w[bk_rand(c) % n] = NAN;
+    bitnet_status a = bitnet_quantize_weights_ref(w, rows, cols, kind, group, t2, d);
+    bitnet_status b = bitnet_quantize_weights(c->be, w, rows, cols, kind, group, t2, d);
+    bk_same_error(c, BITNET_E_NUMERIC, a, b, what);
+    free(w), free(d), free(t2);
+}
+
 /* ---- quantize / dequantize ------------------------------------------------ */
 
 static void t_quantize_weights(bk_ctx *c, bitnet_scale_kind kind)
@@ -95,7 +134,34 @@ static void t_quantize_weights(bk_ctx *c, bitnet_scale_kind kind)
             if (!bk_status(c, a, b, what)) bk_add(c, (double)(bk_diff_bytes(tr, tf, nb) + bk_diff_f32(dr, df, ns)), what);
             free(w), free(dr), free(df), free(tr), free(tf);
         }
+    for (size_t g = 0; g < ng; g++) {
+        weights_ties(c, kind, gl[g]);
+        weights_nan(c, kind, gl[g]);
+    }
     bk_end(c);
+}
+
+/* Rounding ties and refusal of Inf: rows whose largest |x| is 127 have
+ * s = 1, so x = k + 0.5 is a tie (rint: to even; round: away from zero);
+ * a row holding Inf must give BITNET_E_NUMERIC on both paths. */
+static void acts_ties(bk_ctx *c)
+{
+    const uint64_t rows = 4, cols = 200, n = rows * cols;
+    float *x = bk_alloc(n, 4), *sr = bk_alloc(rows, 4), *sf = bk_alloc(rows, 4);
+    int8_t *qr = bk_alloc(n, 1), *qf = bk_alloc(n, 1);
+    for (uint64_t i = 0; i < n; i++)
+        x[i] = (float)((int)(bk_rand(c) % 253) - 126) + ((bk_rand(c) & 1) ? 0.5f : -0.5f);
+    for (uint64_t r = 0; r < rows; r++) x[r * cols + bk_rand(c) % cols] = r & 1 ? -127.0f : 127.0f;
+    bk_poison(qr, n), bk_poison(qf, n), bk_poison(sr, rows * 4), bk_poison(sf, rows * 4);
+    bitnet_status a = bitnet_quantize_acts_ref(x, rows, cols, qr, sr);
+    bitnet_status b = bitnet_quantize_acts(c->be, x, rows, cols, qf, sf);
+    if (!bk_status(c, a, b, "4x200 rounding ties"))
+        bk_add(c, (double)(bk_diff_bytes(qr, qf, n) + bk_diff_f32(sr, sf, rows)), "4x200 rounding ties");
+    x[bk_rand(c) % n] = -INFINITY;
+    a = bitnet_quantize_acts_ref(x, rows, cols, qr, sr);
+    b = bitnet_quantize_acts(c->be, x, rows, cols, qf, sf);
+    bk_same_error(c, BITNET_E_NUMERIC, a, b, "4x200 Inf input");
+    free(x), free(sr), free(sf), free(qr), free(qf);
 }
 
 static void t_quantize_acts(bk_ctx *c)
@@ -115,6 +181,7 @@ static void t_quantize_acts(bk_ctx *c)
         if (!bk_status(c, a, b, what)) bk_add(c, (double)(bk_diff_bytes(qr, qf, n) + bk_diff_f32(sr, sf, s.m)), what);
         free(x), free(sr), free(sf), free(qr), free(qf);
     }
+    acts_ties(c);
     bk_end(c);
 }
 

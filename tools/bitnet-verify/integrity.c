@@ -234,6 +234,17 @@ static int check_other(FILE *f, bitnet_format fmt, file_tally *ft)
     return rc;
 }
 
+/* The format a file name claims, for files whose first bytes are no known
+ * magic (empty, damaged): its reader then says what is wrong. */
+static bitnet_format by_extension(const char *path)
+{
+    size_t n = strlen(path);
+    if (n > 4 && strcmp(path + n - 4, ".bnt") == 0) return BITNET_FMT_BNT;
+    if (n > 4 && strcmp(path + n - 4, ".npy") == 0) return BITNET_FMT_NPY;
+    if (n > 12 && strcmp(path + n - 12, ".safetensors") == 0) return BITNET_FMT_SAFETENSORS;
+    return BITNET_FMT_AUTO;
+}
+
 static int check_file(const char *path)
 {
     FILE *in = NULL, *f = NULL;
@@ -256,6 +267,7 @@ static int check_file(const char *path)
         return EXIT_IO;
     }
     bitnet_format fmt = bitnet_format_detect(rp.head, rp.n);
+    if (fmt == BITNET_FMT_AUTO) fmt = by_extension(path); /* so that the reader says what is wrong */
     if (fmt == BITNET_FMT_AUTO) {
         line_bad(shown, "not a .bnt, .npy or safetensors file (%zu bytes read)", rp.n);
         printf("%s: FAILED (unknown format)\n", shown);

@@ -198,10 +198,36 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
     }
 }
 
-#ifdef __NV_CL_C_VERSION
+#if defined(__NV_CL_C_VERSION) || defined(NV_EMULATE)
 /* NVIDIA: one warp (32 work-items) per row, RY rows per work-group; four
  * consecutive bytes at shift k are four consecutive weights, turned into
- * signed bytes without borrows ((c | 0x80) - 1) ^ 0x80, one dp4a each. */
+ * signed bytes without borrows ((c | 0x80) - 1) ^ 0x80, one dp4a each.
+ * NV_EMULATE (tests on other devices): dp4a in plain C and the warp sum
+ * through local memory with barriers, so every call of BL_WSUM must be
+ * reached by the whole work-group (all loops around it are uniform). */
+#ifdef NV_EMULATE
+inline int bl_dp4a(int a, int b, int c)
+{
+    for (int i = 0; i < 32; i += 8) c += (int)(char)(a >> i) * (int)(char)(b >> i);
+    return c;
+}
+/* Butterfly like shfl.bfly: every lane ends with the sum of its warp. */
+inline int bl_warp_sum_emu(int v, __local int *scr, int lane)
+{
+    scr[lane] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int m = 16; m > 0; m >>= 1) {
+        const int other = scr[lane ^ m];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        v += other;
+        scr[lane] = v;
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return v;
+}
+#define BL_WSCRATCH(warps) __local int wscr_[32 * (warps)]
+#define BL_WSUM(v) bl_warp_sum_emu((v), wscr_ + 32 * get_local_id(1), get_local_id(0))
+#else
 inline int bl_dp4a(int a, int b, int c)
 {
     int r;
@@ -217,6 +243,20 @@ inline int bl_warp_sum(int v)
     }
     return v;
 }
+#define BL_WSCRATCH(warps)
+#define BL_WSUM(v) bl_warp_sum(v)
+#endif
+/* Test hook (-DNV_TEST_Vn=1): variant n starts its integer sums there, so a
+ * test can tell which variant ran. */
+#ifndef NV_TEST_V0
+#define NV_TEST_V0 0
+#endif
+#ifndef NV_TEST_V1
+#define NV_TEST_V1 0
+#endif
+#ifndef NV_TEST_V2
+#define NV_TEST_V2 0
+#endif
 /* Four signed codes of one word at shift k, as bytes -1..1. */
 inline int bl_q4(uint cw, int k)
 {
@@ -238,19 +278,20 @@ inline int bl_half_dot(uint4 wv, __global const int4 *xb, int acc)
     return acc;
 }
 
-/* One warp per row; GEMV_TT tokens per pass over the row, so the weights
- * are read once per GEMV_TT tokens. */
+/* Variant 0 (BITNET_GEMV_NV=0): one warp per row; GEMV_TT tokens per pass
+ * over the row, so the weights are read once per GEMV_TT tokens. */
 __kernel __attribute__((reqd_work_group_size(32, GEMV_RY, 1)))
 void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const float *xs, __global const float *d,
                 const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                 const bn_size out, const bn_size tokens, const bn_size nhalf, const bn_size xstride, const long perturb)
 {
+    BL_WSCRATCH(GEMV_RY);
     const int lane = get_local_id(0);
     const bn_size o = get_global_id(1);
     __global const uint4 *wr = w + o * nhalf;
     for (bn_size t0 = 0; t0 < tokens; t0 += GEMV_TT) {
         int acc[GEMV_TT];
-        for (int i = 0; i < GEMV_TT; i++) acc[i] = 0;
+        for (int i = 0; i < GEMV_TT; i++) acc[i] = NV_TEST_V0;
         if (o < out) {
             for (bn_size h = lane; h < nhalf; h += 32) {
                 const uint4 wv = wr[h];
@@ -261,12 +302,130 @@ void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const 
             }
         }
         for (int i = 0; i < GEMV_TT; i++) {
-            const int a = bl_warp_sum(acc[i]);
+            const int a = BL_WSUM(acc[i]);
             if (lane == 0 && o < out && t0 + i < tokens) {
                 const float v = bl_scale(a, per_row ? d[o] : d[0], xs[t0 + i]);
                 bl_store(y, (t0 + i) * out + o, v, bias, has_bias, o, act, perturb);
             }
         }
+    }
+}
+
+/* ---- variants 1 and 2: tunables (BITNET_GEMV_OPTS) ---- */
+#ifndef NV_WARPS
+#define NV_WARPS 4 /* warps per work-group */
+#endif
+#ifndef NV_ROWS
+#define NV_ROWS 2 /* rows per warp, computed together (loads of all in flight) */
+#endif
+#ifndef NV_UNROLL
+#define NV_UNROLL 2 /* blocks per lane per row loaded before computing */
+#endif
+#ifndef NV_TT
+#define NV_TT 4 /* most tokens per pass over the weights */
+#endif
+
+/* One whole block (32 bytes of codes = 128 weights: w0 bytes 0..15, w1
+ * bytes 16..31) against its 128 activations xv[0..7] (16 each, in column
+ * order): xv[2k] meets w0 at shift k, xv[2k+1] meets w1 at shift k. */
+inline int bl_block_dot(uint4 w0, uint4 w1, const int4 *xv, int acc)
+{
+    for (int k = 0; k < 4; k++) {
+        const int4 a = xv[2 * k], b = xv[2 * k + 1];
+        acc = bl_dp4a(bl_q4(w0.x, k), a.x, acc);
+        acc = bl_dp4a(bl_q4(w0.y, k), a.y, acc);
+        acc = bl_dp4a(bl_q4(w0.z, k), a.z, acc);
+        acc = bl_dp4a(bl_q4(w0.w, k), a.w, acc);
+        acc = bl_dp4a(bl_q4(w1.x, k), b.x, acc);
+        acc = bl_dp4a(bl_q4(w1.y, k), b.y, acc);
+        acc = bl_dp4a(bl_q4(w1.z, k), b.z, acc);
+        acc = bl_dp4a(bl_q4(w1.w, k), b.w, acc);
+    }
+    return acc;
+}
+
+/* The shared body of variants 1 and 2.  Warp `wid` of work-group g owns rows
+ * r0 .. r0+NV_ROWS-1; lane handles blocks b = lane + 32 i.  Per step it loads
+ * NV_UNROLL blocks of each of its NV_ROWS rows (2 NV_ROWS NV_UNROLL uint4 in
+ * flight), then for each token of the pass reads the block's 128
+ * activations once (XLOAD) and uses them for every row.  nt tokens (<= NV_TT)
+ * from t0.  Rows past `out` compute on zero codes and store nothing. */
+#define BL_NV_BODY(XLOAD, INIT)                                                                                \
+    int acc[NV_ROWS][NV_TT];                                                                                  \
+    for (int r = 0; r < NV_ROWS; r++)                                                                         \
+        for (int i = 0; i < NV_TT; i++) acc[r][i] = (INIT);                                                   \
+    for (bn_size b0 = 0; b0 < nblocks; b0 += 32 * NV_UNROLL) {                                                \
+        uint4 wv[NV_ROWS][NV_UNROLL][2];                                                                      \
+        for (int r = 0; r < NV_ROWS; r++)                                                                     \
+            for (int u = 0; u < NV_UNROLL; u++) {                                                             \
+                const bn_size b = b0 + (bn_size)(32 * u + lane), row = r0 + (bn_size)r;                       \
+                const int ok = row < out && b < nblocks;                                                      \
+                wv[r][u][0] = ok ? w[(row * nblocks + b) * 2] : (uint4)(0);                                   \
+                wv[r][u][1] = ok ? w[(row * nblocks + b) * 2 + 1] : (uint4)(0);                               \
+            }                                                                                                 \
+        for (int u = 0; u < NV_UNROLL; u++) {                                                                 \
+            const bn_size b = b0 + (bn_size)(32 * u + lane);                                                  \
+            if (b >= nblocks) break;                                                                          \
+            for (int i = 0; i < NV_TT; i++) {                                                                 \
+                if (i >= nt) break;                                                                           \
+                int4 xv[8];                                                                                   \
+                for (int c = 0; c < 8; c++) xv[c] = XLOAD(i, b, c);                                           \
+                for (int r = 0; r < NV_ROWS; r++) acc[r][i] = bl_block_dot(wv[r][u][0], wv[r][u][1], xv, acc[r][i]); \
+            }                                                                                                 \
+        }                                                                                                     \
+    }                                                                                                         \
+    for (int r = 0; r < NV_ROWS; r++)                                                                         \
+        for (int i = 0; i < NV_TT; i++) {                                                                     \
+            const int a = BL_WSUM(acc[r][i]);                                                                 \
+            const bn_size row = r0 + (bn_size)r;                                                              \
+            if (lane == 0 && row < out && i < nt) {                                                           \
+                const float v = bl_scale(a, per_row ? d[row] : d[0], xs[t0 + i]);                             \
+                bl_store(y, (t0 + i) * out + row, v, bias, has_bias, row, act, perturb);                      \
+            }                                                                                                 \
+        }
+
+/* Variant 1: activations read from global memory (L1/L2), int4 x8 per
+ * block and token. */
+#define BL_XG(i, b, c) xg[(t0 + (bn_size)(i)) * nx + (b) * 8 + (c)]
+__kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
+void bl_gemv_nv1(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
+                 const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
+                 const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
+                 const long perturb)
+{
+    BL_WSCRATCH(NV_WARPS);
+    const int lane = get_local_id(0);
+    const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * NV_ROWS, nx = xstride / 16;
+    for (bn_size t0 = 0; t0 < tokens; t0 += NV_TT) {
+        const int nt = tokens - t0 < NV_TT ? (int)(tokens - t0) : NV_TT;
+        BL_NV_BODY(BL_XG, NV_TEST_V1)
+    }
+}
+
+/* Variant 2: the activations of tt tokens (tt <= NV_TT, tt * xstride bytes
+ * of local memory, set by the host) staged in local memory once per
+ * work-group and pass, transposed to xl[token][c][block] (c = 16-byte chunk
+ * of the block) so that the 32 lanes of a warp, reading chunk c of 32
+ * consecutive blocks, read 512 consecutive bytes. */
+#define BL_XL(i, b, c) xl[(bn_size)(i) * nx + (bn_size)(c) * nblocks + (b)]
+__kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
+void bl_gemv_nv2(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
+                 const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
+                 const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
+                 const long perturb, __local int4 *xl, const int tt)
+{
+    BL_WSCRATCH(NV_WARPS);
+    const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
+    const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * NV_ROWS, nx = xstride / 16;
+    for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
+        const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl */
+        for (bn_size j = lid; j < (bn_size)nt * nx; j += 32 * NV_WARPS) {
+            const bn_size i = j / nx, c = j % nx;
+            xl[i * nx + (c & 7) * nblocks + (c >> 3)] = xg[(t0 + i) * nx + c];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        BL_NV_BODY(BL_XL, NV_TEST_V2)
     }
 }
 #endif

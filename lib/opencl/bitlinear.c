@@ -5,9 +5,29 @@
  * the device computes the integer sums and the float epilogue, and a
  * re-quantized output is made on the host from the device's float rows.
  *
- * Kernel choice: group scales -> bl_group; NVIDIA -> bl_gemv_nv (dp4a)
+ * Kernel choice: group scales -> bl_group; NVIDIA -> an NV variant (dp4a)
  * unless BITNET_OCL_PORTABLE=1; otherwise bl_gemm (tiled) above
  * GEMM_MIN_TOKENS tokens, else bl_gemv.
+ *
+ * NV variants (for sweeps; read at every call):
+ *   BITNET_GEMV_NV=0  bl_gemv_nv (default): one warp per row, 16-byte loads,
+ *                     activations from global memory, GEMV_TT tokens a pass.
+ *   BITNET_GEMV_NV=1  bl_gemv_nv1: NV_WARPS warps per work-group, NV_ROWS rows
+ *                     per warp computed together, NV_UNROLL 32-byte blocks per
+ *                     lane and row loaded before use, NV_TT tokens a pass,
+ *                     activations from global memory (int4 x8 per block).
+ *   BITNET_GEMV_NV=2  bl_gemv_nv2: as 1, but the activations of up to NV_TT
+ *                     tokens are staged (transposed) in local memory once per
+ *                     work-group and pass; when one token's row does not fit
+ *                     (NV_LMEM bytes, default and cap: the device's local
+ *                     memory less 1 KiB) it falls back to variant 1.
+ *   BITNET_GEMV_OPTS="-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=8
+ *                     -DNV_LMEM=32768" is appended to the build options
+ *                     (the kernel defaults: 4, 2, 2, 4); the host reads the
+ *                     same -DNAME=value words for the launch geometry.
+ *   BITNET_GEMV_NV_EMULATE=1 (tests) builds with -DNV_EMULATE (dp4a and the
+ *                     warp sum in portable OpenCL C) and takes the NV
+ *                     variants on any device.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
@@ -32,6 +52,25 @@ static int want_portable(void)
 {
     const char *e = getenv("BITNET_OCL_PORTABLE");
     return e && *e && strcmp(e, "0") != 0;
+}
+
+static int env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* The value of "-DNAME=value" in opts (a positive int), else def. */
+static long opt_value(const char *opts, const char *name, long def)
+{
+    const size_t n = strlen(name);
+    for (const char *p = opts; (p = strstr(p, "-D")) != NULL; p += 2)
+        if (strncmp(p + 2, name, n) == 0 && p[2 + n] == '=') {
+            char *end;
+            const long v = strtol(p + 3 + n, &end, 10);
+            if (end != p + 3 + n && v > 0) def = v; /* the last one wins, as in the compiler */
+        }
+    return def;
 }
 
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
@@ -74,13 +113,32 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * in 19 us, 8 in 73 us and 64 in 0.52 ms, where bl_gemv needs 137 us
      * for one and bl_gemm 7.7 ms for 64: NVIDIA takes it for any count.
      * The portable kernels break even near 16 tokens. */
+    const int emulate = env_on("BITNET_GEMV_NV_EMULATE");
+    const char *eopts = getenv("BITNET_GEMV_OPTS");
+    if (!eopts) eopts = "";
+    const char *ev = getenv("BITNET_GEMV_NV");
+    const int nvv = ev && (strcmp(ev, "1") == 0 || strcmp(ev, "2") == 0) ? ev[0] - '0' : 0;
+    const long nv_warps = opt_value(eopts, "NV_WARPS", 4), nv_rows = opt_value(eopts, "NV_ROWS", 2),
+               nv_tt = opt_value(eopts, "NV_TT", 4);
+    size_t nv_lmem = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;
+    if ((size_t)opt_value(eopts, "NV_LMEM", (long)nv_lmem) < nv_lmem) nv_lmem = (size_t)opt_value(eopts, "NV_LMEM", 0);
+    uint64_t tt_fit = nv_lmem / xstride;
+    if (tt_fit > (uint64_t)nv_tt) tt_fit = (uint64_t)nv_tt;
+    if (tt_fit > T) tt_fit = T;
+    const cl_int nv_tt_run = (cl_int)tt_fit; /* variant 2: tokens staged per pass */
     if (group) kname = "bl_group";
-    else if (caps->is_nvidia && !want_portable()) kname = "bl_gemv_nv";
+    else if ((caps->is_nvidia && !want_portable()) || emulate)
+        kname = nvv == 2 && nv_tt_run > 0 ? "bl_gemv_nv2" : nvv >= 1 ? "bl_gemv_nv1" : "bl_gemv_nv";
     else if (T > GEMM_MIN_TOKENS) kname = "bl_gemm";
     else kname = "bl_gemv";
-    char opts[160];
-    snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d",
-             caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS);
+    char opts[512];
+    const int on = snprintf(opts, sizeof opts,
+                            "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s %s",
+                            caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "", eopts);
+    if (on < 0 || (size_t)on >= sizeof opts) {
+        st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_OPTS too long");
+        goto out;
+    }
     cl_kernel k;
     if ((st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
 
@@ -110,12 +168,22 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         global[0] = ((size_t)out + 63) / 64 * 64;
     } else {
         const int gemm = strcmp(kname, "bl_gemm") == 0, nv = strcmp(kname, "bl_gemv_nv") == 0;
-        const cl_ulong c_len = gemm ? c_nblocks : c_nhalf;
-        st = bn_ocl_args(o, k, 14, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof per_row,
-                         &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by,
-                         sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len, sizeof c_xstride, &c_xstride,
-                         sizeof perturb, &perturb);
-        if (gemm) {
+        const int nv12 = strncmp(kname, "bl_gemv_nv", 10) == 0 && kname[10] != '\0';
+        const cl_ulong c_len = gemm || nv12 ? c_nblocks : c_nhalf;
+        /* bl_gemv_nv2 takes two more: its local staging buffer and tokens per pass */
+        const int nargs = strcmp(kname, "bl_gemv_nv2") == 0 ? 16 : 14;
+        st = bn_ocl_args(o, k, nargs, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd,
+                         sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
+                         sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len,
+                         sizeof c_xstride, &c_xstride, sizeof perturb, &perturb,
+                         (size_t)nv_tt_run * xstride, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run);
+        if (nv12) {
+            const uint64_t per_wg = (uint64_t)nv_warps * (uint64_t)nv_rows;
+            local[0] = 32;
+            local[1] = (size_t)nv_warps;
+            global[0] = 32;
+            global[1] = (size_t)((out + per_wg - 1) / per_wg) * (size_t)nv_warps;
+        } else if (gemm) {
             local[0] = TS;
             local[1] = TS;
             global[0] = ((size_t)T + TS - 1) / TS * TS;

@@ -367,6 +367,123 @@ static void test_opencl(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* ---- NVIDIA variants, emulated on any OpenCL device ------------------------------
+ * BITNET_GEMV_NV_EMULATE=1 builds the NV kernels with portable dp4a and warp
+ * sums (-DNV_EMULATE) and takes them on any device; BITNET_GEMV_NV picks the
+ * variant and BITNET_GEMV_OPTS its tunables.  Every variant and a spread of
+ * tunables (rows per warp not dividing out, unroll past the blocks of a row,
+ * tokens per pass not dividing tokens, local memory too small for the wanted
+ * tokens per pass or for one token: the fallback) against the _ref, exactly. */
+typedef struct { const char *v, *opts; } nvconf;
+static const nvconf nvconfs[] = {
+    {"0", ""},
+    {"1", ""},
+    {"1", "-DNV_WARPS=2 -DNV_ROWS=3 -DNV_UNROLL=1 -DNV_TT=3"},
+    {"1", "-DNV_WARPS=1 -DNV_ROWS=1 -DNV_UNROLL=4 -DNV_TT=1"},
+    {"2", ""},
+    {"2", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8"},
+    {"2", "-DNV_WARPS=2 -DNV_ROWS=4 -DNV_UNROLL=1 -DNV_TT=5 -DNV_LMEM=1024"},
+    {"2", "-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8 -DNV_LMEM=4300"},
+};
+#define NNVCONF (sizeof nvconfs / sizeof nvconfs[0])
+
+static void nv_env(const nvconf *c)
+{
+    setenv("BITNET_GEMV_NV_EMULATE", "1", 1);
+    setenv("BITNET_GEMV_NV", c->v, 1);
+    setenv("BITNET_GEMV_OPTS", c->opts, 1);
+}
+static void nv_env_clear(void)
+{
+    unsetenv("BITNET_GEMV_NV_EMULATE");
+    unsetenv("BITNET_GEMV_NV");
+    unsetenv("BITNET_GEMV_OPTS");
+}
+
+static void test_opencl_nv_emulated(void **state)
+{
+    (void)state;
+    bitnet_backend *be = NULL;
+    if (bitnet_backend_create(&be, "opencl", 1) != BITNET_OK) {
+        print_message("# no OpenCL device: %s\n", bitnet_error_detail());
+        skip();
+    }
+    static const uint64_t ins[] = {1, 3, 17, 255, 4097, 8193}, outs[] = {1, 5, 64, 1000}, toks[] = {1, 2, 7, 8, 64};
+    static const skind nvkinds[] = {{BITNET_SCALE_TENSOR, 0}, {BITNET_SCALE_ROW, 0}};
+    int bad = 0, runs = 0;
+    size_t turn = 0;
+    for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
+        for (size_t b = 0; b < sizeof outs / sizeof outs[0]; b++)
+            for (size_t e = 0; e < sizeof toks / sizeof toks[0]; e++) {
+                const uint64_t in = ins[a], out = outs[b], tokens = toks[e];
+                const int big = in * out * tokens > 2000000;
+                for (size_t k = 0; k < 2; k++) {
+                    rcase c;
+                    case_make(&c, in, out, tokens, nvkinds[k].kind, nvkinds[k].group);
+                    const variant *v = &variants[turn % NVAR];
+                    outbuf ref, got;
+                    ob_alloc(&ref, &c);
+                    ob_alloc(&got, &c);
+                    assert_int_equal(run_case(NULL, &c, v, &ref), BITNET_OK);
+                    /* small cases through every configuration, big ones through two in turn */
+                    for (size_t n = 0; n < NNVCONF; n++) {
+                        if (big && n != turn % NNVCONF && n != (turn + 3) % NNVCONF) continue;
+                        nv_env(&nvconfs[n]);
+                        memset(got.y, 0xa5, tokens * out * sizeof(float));
+                        const bitnet_status st = run_case(be, &c, v, &got);
+                        nv_env_clear();
+                        runs++;
+                        if (st) {
+                            print_message("# variant %s \"%s\": %s (%s)\n", nvconfs[n].v, nvconfs[n].opts,
+                                          bitnet_strerror(st), bitnet_error_detail());
+                            bad++;
+                            continue;
+                        }
+                        const int m = compare("nv emulated", &c, v, &ref, &got, transcendental(v->act) ? 4 : 0);
+                        if (m) print_message("#   variant %s \"%s\"\n", nvconfs[n].v, nvconfs[n].opts);
+                        bad += m;
+                    }
+                    turn++;
+                    ob_free(&ref);
+                    ob_free(&got);
+                    case_free(&c);
+                }
+            }
+    print_message("# %d emulated NV runs\n", runs);
+    assert_int_equal(bad, 0);
+
+    /* The test can fail, and the variant asked for is the one that runs:
+     * -DNV_TEST_V<n>=1 offsets the sums of variant n only. */
+    rcase c;
+    case_make(&c, 4097, 9, 3, BITNET_SCALE_ROW, 0);
+    outbuf ref, got;
+    ob_alloc(&ref, &c);
+    ob_alloc(&got, &c);
+    const variant v = {1, 0, 0, BITNET_ACT_NONE};
+    assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
+    static const char *const hooks[] = {"-DNV_TEST_V0=1", "-DNV_TEST_V1=1", "-DNV_TEST_V2=1"};
+    for (int h = 0; h < 3; h++)
+        for (int vv = 0; vv < 3; vv++) {
+            const char vs[2] = {(char)('0' + vv), 0};
+            const nvconf nc = {vs, hooks[h]};
+            nv_env(&nc);
+            assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
+            nv_env_clear();
+            const int differs = memcmp(ref.y, got.y, c.tokens * c.out * sizeof(float)) != 0;
+            assert_int_equal(differs, h == vv);
+        }
+    /* variant 2 without room for one token's activations falls back to 1 */
+    const nvconf fb = {"2", "-DNV_LMEM=4096 -DNV_TEST_V1=1"};
+    nv_env(&fb);
+    assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
+    nv_env_clear();
+    assert_true(memcmp(ref.y, got.y, c.tokens * c.out * sizeof(float)) != 0);
+    ob_free(&ref);
+    ob_free(&got);
+    case_free(&c);
+    bitnet_backend_free(be);
+}
+
 /* The planted bug must be caught: the test can fail. */
 static void test_perturb_caught(void **state)
 {
@@ -471,6 +588,7 @@ int main(void)
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_perturb_caught),
         cmocka_unit_test(test_opencl),
+        cmocka_unit_test(test_opencl_nv_emulated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -204,3 +204,6 @@ expect_out '"op": "bitlinear/group+requant"' "JSON lines"
 expect_rc 4 "a missing device is a device error" bitnet-verify --backends --quick --device opencl:99
 expect_rc 2 "a malformed device is a usage error" bitnet-verify --backends --quick --device gpu
 expect_rc 2 "--seed must be a number" bitnet-verify --backends --seed x
+run env BITNET_TEST_FAIL=run bitnet-verify -q --backends --quick --device opencl
+check "kernel launches failing on the device: exit 4" [ "$rc" -eq 4 ]
+expect_out "^FAIL bitlinear/tensor opencl tiny err=inf .*simulated" "the device error is shown on the op's line"

@@ -262,8 +262,8 @@ int verify_compare(const char *spec_a, const char *spec_b, const verify_bounds *
         }
     int bad = failed || only_a || only_b;
     if (bad || tool_verbosity >= 1)
-        printf("%zu tensors compared: %zu passed, %zu failed, %zu only in %s, %zu only in %s\n", passed + failed, passed,
-               failed, only_a, fa, only_b, fb);
+        printf("%zu tensor%s compared: %zu passed, %zu failed, %zu only in %s, %zu only in %s\n", passed + failed,
+               passed + failed == 1 ? "" : "s", passed, failed, only_a, fa, only_b, fb);
     rc = bad ? EXIT_FAIL : EXIT_OK;
 out:
     vt_list_free(&la);

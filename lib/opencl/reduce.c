@@ -54,8 +54,28 @@ static bitnet_status rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t 
     return st;
 }
 
-#define RD_GPU_GROUPS_PER_CU 8 /* 8 x 256 work-items: a full load of most GPU compute units */
-#define RD_GPU_MIN_F4 4         /* float4 words per work-item below which a row gets fewer groups */
+/* Work-groups per compute unit of the GPU layout: 8 x 256 work-items fill
+ * most GPU compute units once; a few waves more make the last, partial wave
+ * (when registers let fewer groups in) a small part of the time.  Tuning
+ * hook: BITNET_OCL_REDUCE_GROUPS_PER_CU=N (1..1024) in the environment. */
+/* [outer, len, inner] reduced over len: one work-item per output. */
+static bitnet_status cols_pass(bn_ocl *o, const char *opts, cl_mem bx, cl_ulong co, cl_ulong cl, cl_ulong ci, int op,
+                               cl_mem by, cl_mem bi, int has_y, int has_idx, cl_long perturb)
+{
+    cl_kernel k;
+    bitnet_status st;
+    if ((st = bn_ocl_kernel(o, "reduce", "reduce_cols", opts, &k))) return st;
+    cl_int cop = op, hy = has_y, hi = has_idx;
+    size_t wg = bn_tops_wg(o, k, 64), global = bn_tops_round(co * ci, wg);
+    st = bn_ocl_args(o, k, 10, sizeof bx, &bx, sizeof by, &by, sizeof bi, &bi, sizeof co, &co, sizeof cl, &cl,
+                     sizeof ci, &ci, sizeof cop, &cop, sizeof hy, &hy, sizeof hi, &hi, sizeof perturb, &perturb);
+    if (!st) st = bn_ocl_run(o, k, 1, &global, &wg, "reduce");
+    return st;
+}
+
+#define RD_GPU_GROUPS_PER_CU 32
+#define RD_GPU_MIN_F4 8    /* float4 words per work-item below which a row gets fewer groups */
+#define RD_GPU_SHORT_ROW 32 /* rows this short: one work-item per row (reduce_cols) */
 
 static int gpu_layout(bn_ocl *o)
 {
@@ -66,6 +86,7 @@ static int gpu_layout(bn_ocl *o)
 static bitnet_status gpu_rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t rows, uint64_t len, int op,
                                    cl_mem by, cl_mem bi, int has_y, int has_idx, cl_long perturb)
 {
+    if (len <= RD_GPU_SHORT_ROW) return cols_pass(o, opts, bx, rows, len, 1, op, by, bi, has_y, has_idx, perturb);
     cl_kernel kp, kf;
     bitnet_status st;
     if ((st = bn_ocl_kernel(o, "reduce", "reduce_gpu_part", opts, &kp)) ||
@@ -75,7 +96,9 @@ static bitnet_status gpu_rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint6
         return bn_fail(BITNET_E_DEVICE, "reduce: the device takes work-groups of %zu < %d", bn_ocl_kernel_wg(o, kp), RD_WG);
     /* groups per row: the device's share for this row, no more than the row fills */
     uint64_t cu = bn_ocl_get_caps(o)->compute_units ? bn_ocl_get_caps(o)->compute_units : 1;
-    uint64_t target = cu * RD_GPU_GROUPS_PER_CU, per_row = (target + rows - 1) / rows;
+    const char *e = getenv("BITNET_OCL_REDUCE_GROUPS_PER_CU");
+    uint64_t gpc = e && atoi(e) >= 1 && atoi(e) <= 1024 ? (uint64_t)atoi(e) : RD_GPU_GROUPS_PER_CU;
+    uint64_t target = cu * gpc, per_row = (target + rows - 1) / rows;
     uint64_t fill = (len / 4 + (uint64_t)RD_WG * RD_GPU_MIN_F4 - 1) / ((uint64_t)RD_WG * RD_GPU_MIN_F4);
     uint64_t groups = per_row < fill ? per_row : fill;
     if (groups == 0) groups = 1;
@@ -128,14 +151,8 @@ bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
         st = (gpu_layout(o) ? gpu_rows_pass : rows_pass)(o, opts, bx, p.n_out, len, op, by, bi, y != NULL,
                                                           idx != NULL, perturb);
     } else if (p.rank <= 3 && (p.rank == 2 ? p.red[0] : p.red[1])) {
-        cl_kernel k;
-        if ((st = bn_ocl_kernel(o, "reduce", "reduce_cols", opts, &k))) goto out;
-        cl_ulong co = p.rank == 3 ? p.dims[0] : 1, cl = p.dims[p.rank - 2], ci = p.dims[p.rank - 1];
-        cl_int cop = op, hy = y != NULL, hi = idx != NULL;
-        size_t wg = bn_tops_wg(o, k, 64), global = bn_tops_round(co * ci, wg);
-        st = bn_ocl_args(o, k, 10, sizeof bx, &bx, sizeof by, &by, sizeof bi, &bi, sizeof co, &co, sizeof cl, &cl,
-                         sizeof ci, &ci, sizeof cop, &cop, sizeof hy, &hy, sizeof hi, &hi, sizeof perturb, &perturb);
-        if (!st) st = bn_ocl_run(o, k, 1, &global, &wg, "reduce");
+        st = cols_pass(o, opts, bx, p.rank == 3 ? p.dims[0] : 1, p.dims[p.rank - 2], p.dims[p.rank - 1], op, by, bi,
+                       y != NULL, idx != NULL, perturb);
     } else { /* kept axes first, reduced last, then rows */
         bitnet_shape ps = {p.rank, {0}};
         uint32_t perm[BITNET_MAX_RANK], np = 0;

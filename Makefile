@@ -108,6 +108,7 @@ $(LIB_A): $(LIB_OBJ)
 # A tool is tools/NAME.c, plus tools/NAME/*.c when it needs more than one file.
 # (No % in the secondary expansion: make replaces it with the stem first.)
 .SECONDEXPANSION:
+.SECONDARY:
 $(BUILD)/bin/%: $(BUILD)/tools/%.o $$(addprefix $(BUILD)/,$$(subst .c,.o,$$(wildcard tools/$$*/*.c))) $(TOOL_COMMON_OBJ) $(LIB_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")

@@ -53,7 +53,20 @@ static void make_tensor(bitnet_tensor *t, const char *name, bitnet_dtype dt, uin
     assert_int_equal(bitnet_tensor_data_bytes(&t->info, &nb), BITNET_OK);
     assert_int_equal(bitnet_tensor_n_scales(&t->info, &ns), BITNET_OK);
     uint8_t *d = t->data;
-    for (uint64_t i = 0; i < nb; i++) d[i] = pattern ? (uint8_t)((i / 97) % 5) : (uint8_t)rnd();
+    if (bitnet_dtype_is_ternary(dt)) {
+        /* Valid codes only (bnt(5): code 3 and non-zero padding are invalid),
+         * packed by the library's packers. */
+        uint64_t rows, cols, n;
+        bitnet_tensor_rows_cols(&t->info, &rows, &cols);
+        assert_int_equal(bitnet_tensor_elements(&t->info, &n), BITNET_OK);
+        int8_t *q = malloc(n ? n : 1);
+        assert_non_null(q);
+        for (uint64_t i = 0; i < n; i++) q[i] = (int8_t)((pattern ? (i / 97) : rnd()) % 3) - 1;
+        if (n) assert_int_equal((dt == BITNET_T2 ? bitnet_t2_pack : bitnet_t3_pack)(q, rows, cols, d), BITNET_OK);
+        free(q);
+    } else {
+        for (uint64_t i = 0; i < nb; i++) d[i] = pattern ? (uint8_t)((i / 97) % 5) : (uint8_t)rnd();
+    }
     for (uint64_t i = 0; i < ns; i++) t->scales[i] = (float)(rnd() % 100000) / 1000.0f + 0.001f;
 }
 

@@ -1,0 +1,39 @@
+#!/usr/bin/env python3
+"""cublas_bf16.py - the baseline a GPU user without this toolkit runs: a bf16
+matrix product through torch/cuBLAS.  Times y = x @ W^T for each shape and
+token count with CUDA events, rotating among enough distinct weight matrices
+that the working set exceeds the L2 cache (so HBM, not L2, is measured), and
+prints one line per case: shape, tokens, median kernel time in us, GB/s.
+Runs on the GPU machine only (needs torch with CUDA)."""
+import sys
+import torch
+
+def bench(out_f, in_f, tokens, reps=200):
+    wbytes = out_f * in_f * 2
+    nmat = max(2, (256 << 20) // wbytes + 1)  # >= 256 MiB rotated: L2 is 50-60 MB
+    ws = [torch.randn(out_f, in_f, device="cuda", dtype=torch.bfloat16) for _ in range(nmat)]
+    x = torch.randn(tokens, in_f, device="cuda", dtype=torch.bfloat16)
+    for i in range(10):
+        y = x @ ws[i % nmat].t()
+    torch.cuda.synchronize()
+    times = []
+    for i in range(reps):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        y = x @ ws[i % nmat].t()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) * 1000.0)
+    times.sort()
+    med = times[len(times) // 2]
+    moved = wbytes + tokens * in_f * 2 + tokens * out_f * 2
+    print(f"cublas-bf16 {out_f}x{in_f} tokens={tokens} median_us={med:.2f} GB/s={moved / med / 1e3:.1f}")
+    del ws, y
+
+if __name__ == "__main__":
+    print(torch.cuda.get_device_name(0), "torch", torch.__version__)
+    for shape in sys.argv[1:] or ["16384x16384", "4096x4096", "4096x14336"]:
+        o, i = (int(v) for v in shape.split("x"))
+        for t in (1, 8, 64):
+            bench(o, i, t)

@@ -260,3 +260,60 @@ void reduce_gpu_final(__global const rd_real *psum, __global const float *pval, 
     rd_tree(op, lid, ls, lv, li);
     if (lid == 0) rd_put(op, y, idx, row, ls[0], lv[0], li[0], len, has_y, has_idx, perturb);
 }
+
+/* [outer, len, inner] reduced over len on GPUs: reduce_cols has one
+ * work-item per output, too few when there are few outputs.  Here the len
+ * rows are cut into nchunks chunks (fixed by the shape and the device):
+ * work-item (output g, chunk c) walks its chunk down column g (neighbouring
+ * work-items read neighbouring floats) into partial c * n_out + g, then
+ * reduce_gpu_cols_final combines an output's partials in chunk order. */
+__kernel void reduce_gpu_cols_part(__global const float *x, __global rd_real *psum, __global float *pval,
+                                   __global long *pidx, const bn_size outer, const bn_size len, const bn_size inner,
+                                   const bn_size chunk, const int op)
+{
+    const bn_size g = get_global_id(0), c = get_global_id(1), n_out = outer * inner;
+    if (g >= n_out) return;
+    const bn_size l0 = c * chunk, l1 = l0 + chunk < len ? l0 + chunk : len;
+    __global const float *xs = x + (g / inner) * len * inner + g % inner;
+    rd_real s0 = 0, s1 = 0;
+    float best = NAN;
+    long bi = LONG_MAX;
+    bn_size l = l0;
+    if (op <= 1) {
+        for (; l + 4 <= l1; l += 4) {
+            float a = xs[l * inner], b = xs[(l + 1) * inner], d = xs[(l + 2) * inner], e = xs[(l + 3) * inner];
+            s0 += (rd_real)a + (rd_real)b;
+            s1 += (rd_real)d + (rd_real)e;
+        }
+        for (; l < l1; l++) s0 += (rd_real)xs[l * inner];
+    } else {
+        for (; l + 4 <= l1; l += 4) {
+            float a = xs[l * inner], b = xs[(l + 1) * inner], d = xs[(l + 2) * inner], e = xs[(l + 3) * inner];
+            RD_TAKE(a, l);
+            RD_TAKE(b, l + 1);
+            RD_TAKE(d, l + 2);
+            RD_TAKE(e, l + 3);
+        }
+        for (; l < l1; l++) RD_TAKE(xs[l * inner], l);
+    }
+    psum[c * n_out + g] = s0 + s1;
+    pval[c * n_out + g] = best;
+    pidx[c * n_out + g] = bi;
+}
+
+__kernel void reduce_gpu_cols_final(__global const rd_real *psum, __global const float *pval,
+                                    __global const long *pidx, __global float *y, __global long *idx,
+                                    const bn_size n_out, const bn_size nchunks, const int op, const bn_size len,
+                                    const int has_y, const int has_idx, const long perturb)
+{
+    const bn_size g = get_global_id(0);
+    if (g >= n_out) return;
+    rd_real s = 0;
+    float best = NAN;
+    long bi = LONG_MAX;
+    for (bn_size c = 0; c < nchunks; c++) {
+        s += psum[c * n_out + g];
+        if (op > 1) RD_TAKE(pval[c * n_out + g], pidx[c * n_out + g]);
+    }
+    rd_put(op, y, idx, g, s, best, bi, len, has_y, has_idx, perturb);
+}

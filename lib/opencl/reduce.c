@@ -7,8 +7,9 @@
  * contiguous block, which the driver vectorizes.  GPUs: grid-stride float4
  * loads (consecutive work-items read consecutive 16-byte words) over
  * compute_units * RD_GPU_GROUPS_PER_CU work-groups in all, so that a large
- * full reduction fills the device (kernels/reduce.cl, reduce_gpu_*).  The
- * grid depends only on the shape and the device: results are repeatable.
+ * full reduction fills the device (kernels/reduce.cl, reduce_gpu_*);
+ * reduced middle axes with few outputs are cut into chunks of rows.  The
+ * grids depend only on the shape and the device: results are repeatable.
  * Test hook: BITNET_OCL_FORCE_GPU_LAYOUT=1 in the environment picks the GPU
  * layout on any device (tests run it on PoCL against the reference).
  */
@@ -126,6 +127,49 @@ static bitnet_status gpu_rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint6
     return st;
 }
 
+/* [outer, len, inner] over len on GPUs: enough chunks of rows that about
+ * RD_GPU_COL_ITEMS work-items per compute unit run (each walking at least
+ * RD_GPU_COL_MIN rows); a single chunk is reduce_cols. */
+#define RD_GPU_COL_ITEMS 8192
+#define RD_GPU_COL_MIN 32
+
+static bitnet_status gpu_cols_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t outer, uint64_t len, uint64_t inner,
+                                   int op, cl_mem by, cl_mem bi, int has_y, int has_idx, cl_long perturb)
+{
+    uint64_t cu = bn_ocl_get_caps(o)->compute_units ? bn_ocl_get_caps(o)->compute_units : 1;
+    uint64_t n_out = outer * inner, want = (cu * RD_GPU_COL_ITEMS + n_out - 1) / n_out, most = len / RD_GPU_COL_MIN;
+    uint64_t nchunks = want < most ? want : most;
+    if (nchunks <= 1) return cols_pass(o, opts, bx, outer, len, inner, op, by, bi, has_y, has_idx, perturb);
+    uint64_t chunk = (len + nchunks - 1) / nchunks;
+    nchunks = (len + chunk - 1) / chunk;
+    cl_kernel kp, kf;
+    bitnet_status st;
+    if ((st = bn_ocl_kernel(o, "reduce", "reduce_gpu_cols_part", opts, &kp)) ||
+        (st = bn_ocl_kernel(o, "reduce", "reduce_gpu_cols_final", opts, &kf)))
+        return st;
+    uint64_t np = n_out * nchunks; /* <= n_out * len / RD_GPU_COL_MIN */
+    cl_mem ps = NULL, pv = NULL, pi = NULL;
+    if (!(st = bn_tops_alloc(o, np * 8, &ps)) && !(st = bn_tops_alloc(o, np * 4, &pv))) st = bn_tops_alloc(o, np * 8, &pi);
+    cl_ulong co = outer, cl = len, ci = inner, cc = chunk, cn = nchunks, cno = n_out;
+    cl_int cop = op, hy = has_y, hi = has_idx;
+    size_t wg[2] = {bn_tops_wg(o, kp, 64), 1}, global[2] = {bn_tops_round(n_out, wg[0]), (size_t)nchunks};
+    if (!st)
+        st = bn_ocl_args(o, kp, 9, sizeof bx, &bx, sizeof ps, &ps, sizeof pv, &pv, sizeof pi, &pi, sizeof co, &co,
+                         sizeof cl, &cl, sizeof ci, &ci, sizeof cc, &cc, sizeof cop, &cop);
+    if (!st) st = bn_ocl_run(o, kp, 2, global, wg, "reduce");
+    size_t wf = bn_tops_wg(o, kf, 64), gf = bn_tops_round(n_out, wf);
+    if (!st)
+        st = bn_ocl_args(o, kf, 12, sizeof ps, &ps, sizeof pv, &pv, sizeof pi, &pi, sizeof by, &by, sizeof bi, &bi,
+                         sizeof cno, &cno, sizeof cn, &cn, sizeof cop, &cop, sizeof cl, &cl, sizeof hy, &hy,
+                         sizeof hi, &hi, sizeof perturb, &perturb);
+    if (!st) st = bn_ocl_run(o, kf, 1, &gf, &wf, "reduce");
+    if (!st) st = bn_ocl_finish(o); /* the partial buffers go back to the pool */
+    bn_ocl_release(o, ps);
+    bn_ocl_release(o, pv);
+    bn_ocl_release(o, pi);
+    return st;
+}
+
 bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
                             uint32_t axes_mask, float *y, int64_t *idx)
 {
@@ -151,8 +195,8 @@ bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
         st = (gpu_layout(o) ? gpu_rows_pass : rows_pass)(o, opts, bx, p.n_out, len, op, by, bi, y != NULL,
                                                           idx != NULL, perturb);
     } else if (p.rank <= 3 && (p.rank == 2 ? p.red[0] : p.red[1])) {
-        st = cols_pass(o, opts, bx, p.rank == 3 ? p.dims[0] : 1, p.dims[p.rank - 2], p.dims[p.rank - 1], op, by, bi,
-                       y != NULL, idx != NULL, perturb);
+        st = (gpu_layout(o) ? gpu_cols_pass : cols_pass)(o, opts, bx, p.rank == 3 ? p.dims[0] : 1, p.dims[p.rank - 2],
+                                                         p.dims[p.rank - 1], op, by, bi, y != NULL, idx != NULL, perturb);
     } else { /* kept axes first, reduced last, then rows */
         bitnet_shape ps = {p.rank, {0}};
         uint32_t perm[BITNET_MAX_RANK], np = 0;

@@ -313,6 +313,56 @@ static void test_ocl_reduce_layouts(void **state)
     unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
 }
 
+/* Reduced middle axes ([outer, len, inner] over len) in both layouts; the
+ * GPU one cuts len into chunks when there are few outputs.  Column extremes
+ * tied in the first and last rows, a NaN; exact for max/min/argmax, sums
+ * within 2 ulp of the reference and NMSE <= 1e-12 against float64. */
+static void test_ocl_reduce_cols_layouts(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    static const uint64_t shapes[][3] = {{1, 4097, 3}, {3, 1000, 17}, {1, 300, 255}, {2, 70001, 1}, {1, 33, 5}};
+    for (int forced = 0; forced < 2; forced++) {
+        if (forced) setenv("BITNET_OCL_FORCE_GPU_LAYOUT", "1", 1);
+        else unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+        for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
+            const uint64_t outer = shapes[t][0], len = shapes[t][1], inner = shapes[t][2], n = outer * len * inner;
+            bitnet_shape s = SHAPE(3, outer, len, inner), ys, rs;
+            float *x = rand_floats(n, 300 + t), *y = malloc(n * 4), *r = malloc(n * 4);
+            int64_t *iy = malloc(n * 8), *ir = malloc(n * 8);
+            for (uint64_t i = 0; i < n; i += 5) x[i] = x[(i * 7 + 3) % n];
+            x[inner / 2] = x[(len - 1) * inner + inner / 2] = 2.0f;
+            x[inner + inner / 3] = x[(len - 2) * inner + inner / 3] = -2.0f;
+            if (t == 1) x[n - 2 * inner] = NAN;
+            const uint64_t no = outer * inner;
+            for (int op = 0; op < BITNET_RED_COUNT; op++) {
+                assert_int_equal(bitnet_reduce(ocl, (bitnet_reduce_op)op, x, &s, 2, y, &ys), BITNET_OK);
+                assert_int_equal(bitnet_reduce_ref((bitnet_reduce_op)op, x, &s, 2, r, &rs), BITNET_OK);
+                if (op <= BITNET_RED_MEAN) {
+                    for (uint64_t o = 0; o < no; o++) {
+                        if (isnan(y[o]) && isnan(r[o])) continue;
+                        double w = 0;
+                        for (uint64_t l = 0; l < len; l++) w += x[(o / inner * len + l) * inner + o % inner];
+                        if (op == BITNET_RED_MEAN) w /= (double)len;
+                        if (fabsf(y[o] - r[o]) > 2 * ulp_of(r[o]) || (w != 0 && nmse1(y[o], w) > 1e-12))
+                            fail_msg("layout %d op %d case %zu out %llu: %.9g, reference %.9g", forced, op, t,
+                                     (unsigned long long)o, y[o], r[o]);
+                    }
+                } else if (!same_bits_nan(y, r, no)) {
+                    fail_msg("layout %d op %d case %zu differs from the reference", forced, op, t);
+                }
+                if (op == BITNET_RED_ARGMAX) {
+                    assert_int_equal(bitnet_reduce_argmax(ocl, x, &s, 1, iy, &ys), BITNET_OK);
+                    assert_int_equal(bitnet_reduce_argmax_ref(x, &s, 1, ir, &rs), BITNET_OK);
+                    if (memcmp(iy, ir, no * 8) != 0) fail_msg("layout %d argmax case %zu differs", forced, t);
+                }
+            }
+            free(x); free(y); free(r); free(iy); free(ir);
+        }
+    }
+    unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -320,6 +370,7 @@ int main(void)
         cmocka_unit_test(test_ocl_reduce), cmocka_unit_test(test_ocl_norm),    cmocka_unit_test(test_ocl_permute),
         cmocka_unit_test(test_ocl_perturb),
         cmocka_unit_test(test_ocl_reduce_layouts),
+        cmocka_unit_test(test_ocl_reduce_cols_layouts),
     };
     return cmocka_run_group_tests_name("ops_ocl", tests, setup, teardown);
 }

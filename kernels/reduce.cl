@@ -181,7 +181,7 @@ inline void rd_tree(int op, uint lid, __local rd_real *ls, __local float *lv, __
 }
 
 __kernel __attribute__((reqd_work_group_size(RD_WG, 1, 1)))
-void reduce_gpu_part(__global const float *x, __global rd_real *psum, __global float *pval, __global long *pidx,
+void reduce_gpu_part(__global const float *restrict x, __global rd_real *psum, __global float *pval, __global long *pidx,
                      const bn_size len, const bn_size groups, const int op)
 {
     __local rd_real ls[RD_WG];
@@ -193,8 +193,8 @@ void reduce_gpu_part(__global const float *x, __global rd_real *psum, __global f
     bn_size head = (4 - off % 4) % 4;
     if (head > len) head = len;
     const bn_size n4 = (len - head) / 4, tail0 = head + 4 * n4;
-    __global const float *xr = x + off;
-    __global const float4 *x4 = (__global const float4 *)(xr + head); /* 16-byte aligned: buffers are */
+    __global const float *restrict xr = x + off;
+    __global const float4 *restrict x4 = (__global const float4 *)(xr + head); /* 16-byte aligned: buffers are */
     rd_real s0 = 0, s1 = 0;
     float best = NAN;
     long bi = LONG_MAX;
@@ -267,7 +267,7 @@ void reduce_gpu_final(__global const rd_real *psum, __global const float *pval, 
  * work-item (output g, chunk c) walks its chunk down column g (neighbouring
  * work-items read neighbouring floats) into partial c * n_out + g, then
  * reduce_gpu_cols_final combines an output's partials in chunk order. */
-__kernel void reduce_gpu_cols_part(__global const float *x, __global rd_real *psum, __global float *pval,
+__kernel void reduce_gpu_cols_part(__global const float *restrict x, __global rd_real *psum, __global float *pval,
                                    __global long *pidx, const bn_size outer, const bn_size len, const bn_size inner,
                                    const bn_size chunk, const int op)
 {

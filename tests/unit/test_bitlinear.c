@@ -378,12 +378,12 @@ typedef struct { const char *v, *opts; } nvconf;
 static const nvconf nvconfs[] = {
     {"0", ""},
     {"1", ""},
-    {"1", "-DNV_WARPS=2 -DNV_ROWS=3 -DNV_UNROLL=1 -DNV_TT=3"},
-    {"1", "-DNV_WARPS=1 -DNV_ROWS=1 -DNV_UNROLL=4 -DNV_TT=1"},
     {"2", ""},
-    {"2", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8"},
-    {"2", "-DNV_WARPS=2 -DNV_ROWS=4 -DNV_UNROLL=1 -DNV_TT=5 -DNV_LMEM=1024"},
-    {"2", "-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8 -DNV_LMEM=4300"},
+    {"1", "-DNV_WARPS=2 -DNV_ROWS=3 -DNV_UNROLL=1 -DNV_TT=3"},
+    {"2", "-DNV_WARPS=2 -DNV_ROWS=3 -DNV_UNROLL=1 -DNV_TT=3"},
+    {"1", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
+    {"2", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
+    {"2", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
 };
 #define NNVCONF (sizeof nvconfs / sizeof nvconfs[0])
 
@@ -453,34 +453,33 @@ static void test_opencl_nv_emulated(void **state)
     assert_int_equal(bad, 0);
 
     /* The test can fail, and the variant asked for is the one that runs:
-     * -DNV_TEST_V<n>=1 offsets the sums of variant n only. */
-    rcase c;
-    case_make(&c, 4097, 9, 3, BITNET_SCALE_ROW, 0);
-    outbuf ref, got;
-    ob_alloc(&ref, &c);
-    ob_alloc(&got, &c);
-    const variant v = {1, 0, 0, BITNET_ACT_NONE};
-    assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
-    static const char *const hooks[] = {"-DNV_TEST_V0=1", "-DNV_TEST_V1=1", "-DNV_TEST_V2=1"};
-    for (int h = 0; h < 3; h++)
+     * -DNV_TEST_V<n>=m starts each lane's sums of variant n at m, so with
+     * d = s = 1 every output is off by exactly 32 m.  Variant 2 without room
+     * for one token's activations (in 4097 > NV_LMEM) must run variant 1. */
+    static const nvconf hook[] = {{"0", ""}, {"1", ""}, {"2", ""}};
+    static const char *const hook_opts = "-DNV_LMEM=4096 -DNV_TEST_V0=1 -DNV_TEST_V1=2 -DNV_TEST_V2=3";
+    static const uint64_t hook_in[] = {255, 4097};
+    for (size_t a = 0; a < 2; a++)
         for (int vv = 0; vv < 3; vv++) {
-            const char vs[2] = {(char)('0' + vv), 0};
-            const nvconf nc = {vs, hooks[h]};
+            rcase c;
+            case_make(&c, hook_in[a], 9, 3, BITNET_SCALE_TENSOR, 0);
+            c.d[0] = 1.0f;
+            for (uint64_t t = 0; t < c.tokens; t++) c.xs[t] = 1.0f;
+            outbuf ref, got;
+            ob_alloc(&ref, &c);
+            ob_alloc(&got, &c);
+            const variant v = {1, 0, 0, BITNET_ACT_NONE};
+            assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
+            const nvconf nc = {hook[vv].v, hook_opts};
             nv_env(&nc);
             assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
             nv_env_clear();
-            const int differs = memcmp(ref.y, got.y, c.tokens * c.out * sizeof(float)) != 0;
-            assert_int_equal(differs, h == vv);
+            const int ran = vv == 2 && hook_in[a] == 4097 ? 1 : vv;
+            for (uint64_t i = 0; i < c.tokens * c.out; i++) assert_true(got.y[i] - ref.y[i] == 32.0f * (float)(ran + 1));
+            ob_free(&ref);
+            ob_free(&got);
+            case_free(&c);
         }
-    /* variant 2 without room for one token's activations falls back to 1 */
-    const nvconf fb = {"2", "-DNV_LMEM=4096 -DNV_TEST_V1=1"};
-    nv_env(&fb);
-    assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
-    nv_env_clear();
-    assert_true(memcmp(ref.y, got.y, c.tokens * c.out * sizeof(float)) != 0);
-    ob_free(&ref);
-    ob_free(&got);
-    case_free(&c);
     bitnet_backend_free(be);
 }
 

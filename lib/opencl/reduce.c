@@ -55,10 +55,6 @@ static bitnet_status rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t 
     return st;
 }
 
-/* Work-groups per compute unit of the GPU layout: 8 x 256 work-items fill
- * most GPU compute units once; a few waves more make the last, partial wave
- * (when registers let fewer groups in) a small part of the time.  Tuning
- * hook: BITNET_OCL_REDUCE_GROUPS_PER_CU=N (1..1024) in the environment. */
 /* [outer, len, inner] reduced over len: one work-item per output. */
 static bitnet_status cols_pass(bn_ocl *o, const char *opts, cl_mem bx, cl_ulong co, cl_ulong cl, cl_ulong ci, int op,
                                cl_mem by, cl_mem bi, int has_y, int has_idx, cl_long perturb)
@@ -74,6 +70,10 @@ static bitnet_status cols_pass(bn_ocl *o, const char *opts, cl_mem bx, cl_ulong 
     return st;
 }
 
+/* Work-groups per compute unit of the GPU layout: 8 x 256 work-items fill
+ * most GPU compute units once; a few waves more make the last, partial wave
+ * (when registers let fewer groups in) a small part of the time.  Tuning
+ * hook: BITNET_OCL_REDUCE_GROUPS_PER_CU=N (1..1024) in the environment. */
 #define RD_GPU_GROUPS_PER_CU 32
 #define RD_GPU_MIN_F4 8    /* float4 words per work-item below which a row gets fewer groups */
 #define RD_GPU_SHORT_ROW 32 /* rows this short: one work-item per row (reduce_cols) */

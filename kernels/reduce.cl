@@ -296,9 +296,12 @@ __kernel void reduce_gpu_cols_part(__global const float *restrict x, __global rd
         }
         for (; l < l1; l++) RD_TAKE(xs[l * inner], l);
     }
-    psum[c * n_out + g] = s0 + s1;
-    pval[c * n_out + g] = best;
-    pidx[c * n_out + g] = bi;
+    if (op <= 1) { /* only what the final pass reads */
+        psum[c * n_out + g] = s0 + s1;
+    } else {
+        pval[c * n_out + g] = best;
+        pidx[c * n_out + g] = bi;
+    }
 }
 
 __kernel void reduce_gpu_cols_final(__global const rd_real *psum, __global const float *pval,
@@ -312,8 +315,8 @@ __kernel void reduce_gpu_cols_final(__global const rd_real *psum, __global const
     float best = NAN;
     long bi = LONG_MAX;
     for (bn_size c = 0; c < nchunks; c++) {
-        s += psum[c * n_out + g];
-        if (op > 1) RD_TAKE(pval[c * n_out + g], pidx[c * n_out + g]);
+        if (op <= 1) s += psum[c * n_out + g];
+        else RD_TAKE(pval[c * n_out + g], pidx[c * n_out + g]);
     }
     rd_put(op, y, idx, g, s, best, bi, len, has_y, has_idx, perturb);
 }

@@ -124,27 +124,14 @@ static int load_input(const char *spec, input *x)
     return EXIT_FAIL;
 }
 
+/* The output; only .bnt holds the row scales of --quantize-output. */
 static int write_out(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv)
 {
-    tool_out out;
-    bitnet_writer *w = NULL;
-    bitnet_format fmt = strcmp(path, "-") == 0 && !to ? BITNET_FMT_BNT : tool_out_format(path, to);
-    if (y->info.scale_kind != BITNET_SCALE_NONE && fmt != BITNET_FMT_BNT) {
+    if (y->info.scale_kind != BITNET_SCALE_NONE && tool_out_format(path, to) != BITNET_FMT_BNT) {
         msg_err("%s: --quantize-output writes row scales, which only .bnt can hold (use a .bnt name or --to bnt)", path);
         return EXIT_USAGE;
     }
-    int rc = tool_out_open(&out, path, force);
-    if (rc) return rc;
-    bitnet_status st = bitnet_writer_create(&w, out.f, fmt, NULL);
-    if (!st && fmt != BITNET_FMT_NPY) tool_record_meta(w, argc, argv);
-    if (!st) st = bitnet_writer_put(w, y);
-    if (!st) st = bitnet_writer_finish(w);
-    bitnet_writer_free(w);
-    if (st) {
-        tool_out_abort(&out);
-        return tool_fail(st, "%s", path);
-    }
-    return tool_out_commit(&out);
+    return tool_write_tensor(path, to, force, y, argc, argv);
 }
 
 int main(int argc, char **argv)

@@ -288,26 +288,6 @@ static int run_op(bitnet_backend *be, const op_args *a, const bitnet_tensor *x, 
     return EXIT_OK;
 }
 
-static int write_out(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv)
-{
-    tool_out out;
-    bitnet_writer *w = NULL;
-    bitnet_format fmt = tool_out_format(path, to);
-    if (strcmp(path, "-") == 0 && !to) fmt = BITNET_FMT_BNT;
-    int rc = tool_out_open(&out, path, force);
-    if (rc) return rc;
-    bitnet_status st = bitnet_writer_create(&w, out.f, fmt, NULL);
-    if (!st && fmt != BITNET_FMT_NPY) tool_record_meta(w, argc, argv);
-    if (!st) st = bitnet_writer_put(w, y);
-    if (!st) st = bitnet_writer_finish(w);
-    bitnet_writer_free(w);
-    if (st) {
-        tool_out_abort(&out);
-        return tool_fail(st, "%s", path);
-    }
-    return tool_out_commit(&out);
-}
-
 int main(int argc, char **argv)
 {
     tool_init("bitnet-op");
@@ -399,7 +379,7 @@ int main(int argc, char **argv)
                  eps->count ? eps->dval[0] : 1e-5, alpha->count > 0};
     if ((rc = run_op(be, &a, &x, &x2, &y))) goto out;
     tool_backend_stats(&dev, be);
-    rc = write_out(output->sval[0], to->count ? to->sval[0] : NULL, std.force->count > 0, &y, argc, argv);
+    rc = tool_write_tensor(output->sval[0], to->count ? to->sval[0] : NULL, std.force->count > 0, &y, argc, argv);
 out:
     bitnet_tensor_release(&x);
     bitnet_tensor_release(&x2);

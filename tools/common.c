@@ -370,3 +370,22 @@ void tool_record_meta(bitnet_writer *w, int argc, char **argv)
     bitnet_writer_meta(w, "producer", tool);
     bitnet_writer_meta(w, "command", cmd);
 }
+
+int tool_write_tensor(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv)
+{
+    tool_out out;
+    bitnet_writer *w = NULL;
+    bitnet_format fmt = tool_out_format(path, to);
+    int rc = tool_out_open(&out, path, force);
+    if (rc) return rc;
+    bitnet_status st = bitnet_writer_create(&w, out.f, fmt, NULL);
+    if (!st && fmt != BITNET_FMT_NPY) tool_record_meta(w, argc, argv);
+    if (!st) st = bitnet_writer_put(w, y);
+    if (!st) st = bitnet_writer_finish(w);
+    bitnet_writer_free(w);
+    if (st) {
+        tool_out_abort(&out);
+        return tool_fail(st, "%s", path);
+    }
+    return tool_out_commit(&out);
+}

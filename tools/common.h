@@ -85,5 +85,10 @@ int tool_load_tensor(const char *spec, bitnet_tensor *t);
 bitnet_format tool_out_format(const char *path, const char *to);
 /* Metadata every written file gets: producing tool and version, command line. */
 void tool_record_meta(bitnet_writer *w, int argc, char **argv);
+/* Writes the one tensor y to path ('-' is standard output) atomically, in the
+ * format tool_out_format(path, to) gives (so '-' without `to` is bnt), with
+ * tool_record_meta's metadata where the format holds any.  Returns an exit
+ * status (messages already printed). */
+int tool_write_tensor(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv);
 
 #endif

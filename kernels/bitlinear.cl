@@ -325,21 +325,37 @@ void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const 
 #define NV_TT 4 /* most tokens per pass over the weights */
 #endif
 
-/* One whole block (32 bytes of codes = 128 weights: w0 bytes 0..15, w1
- * bytes 16..31) against its 128 activations xv[0..7] (16 each, in column
+/* The 32 signed code words of one block (32 bytes = 128 weights: w0 bytes
+ * 0..15, w1 bytes 16..31): q[8k + j] holds the four weights of word j
+ * (0..3 of w0, 4..7 of w1) at shift k, decoded once and used for every
+ * token of the pass. */
+inline void bl_block_q(uint4 w0, uint4 w1, int *q)
+{
+    for (int k = 0; k < 4; k++) {
+        q[8 * k + 0] = bl_q4(w0.x, k);
+        q[8 * k + 1] = bl_q4(w0.y, k);
+        q[8 * k + 2] = bl_q4(w0.z, k);
+        q[8 * k + 3] = bl_q4(w0.w, k);
+        q[8 * k + 4] = bl_q4(w1.x, k);
+        q[8 * k + 5] = bl_q4(w1.y, k);
+        q[8 * k + 6] = bl_q4(w1.z, k);
+        q[8 * k + 7] = bl_q4(w1.w, k);
+    }
+}
+/* ... against the block's 128 activations xv[0..7] (16 each, in column
  * order): xv[2k] meets w0 at shift k, xv[2k+1] meets w1 at shift k. */
-inline int bl_block_dot(uint4 w0, uint4 w1, const int4 *xv, int acc)
+inline int bl_block_dot(const int *q, const int4 *xv, int acc)
 {
     for (int k = 0; k < 4; k++) {
         const int4 a = xv[2 * k], b = xv[2 * k + 1];
-        acc = bl_dp4a(bl_q4(w0.x, k), a.x, acc);
-        acc = bl_dp4a(bl_q4(w0.y, k), a.y, acc);
-        acc = bl_dp4a(bl_q4(w0.z, k), a.z, acc);
-        acc = bl_dp4a(bl_q4(w0.w, k), a.w, acc);
-        acc = bl_dp4a(bl_q4(w1.x, k), b.x, acc);
-        acc = bl_dp4a(bl_q4(w1.y, k), b.y, acc);
-        acc = bl_dp4a(bl_q4(w1.z, k), b.z, acc);
-        acc = bl_dp4a(bl_q4(w1.w, k), b.w, acc);
+        acc = bl_dp4a(q[8 * k + 0], a.x, acc);
+        acc = bl_dp4a(q[8 * k + 1], a.y, acc);
+        acc = bl_dp4a(q[8 * k + 2], a.z, acc);
+        acc = bl_dp4a(q[8 * k + 3], a.w, acc);
+        acc = bl_dp4a(q[8 * k + 4], b.x, acc);
+        acc = bl_dp4a(q[8 * k + 5], b.y, acc);
+        acc = bl_dp4a(q[8 * k + 6], b.z, acc);
+        acc = bl_dp4a(q[8 * k + 7], b.w, acc);
     }
     return acc;
 }
@@ -347,9 +363,10 @@ inline int bl_block_dot(uint4 w0, uint4 w1, const int4 *xv, int acc)
 /* The shared body of variants 1 and 2.  Warp `wid` of work-group g owns rows
  * r0 .. r0+NV_ROWS-1; lane handles blocks b = lane + 32 i.  Per step it loads
  * NV_UNROLL blocks of each of its NV_ROWS rows (2 NV_ROWS NV_UNROLL uint4 in
- * flight), then for each token of the pass reads the block's 128
- * activations once (XLOAD) and uses them for every row.  nt tokens (<= NV_TT)
- * from t0.  Rows past `out` compute on zero codes and store nothing. */
+ * flight), then decodes each block once and runs it against the nt tokens
+ * (<= NV_TT) of the pass from t0, reading the block's 128 activations of a
+ * token with XLOAD (from L1 or local memory, once per row).  Rows past
+ * `out` compute on zero codes and store nothing. */
 #define BL_NV_BODY(XLOAD, INIT)                                                                                \
     int acc[NV_ROWS][NV_TT];                                                                                  \
     for (int r = 0; r < NV_ROWS; r++)                                                                         \
@@ -366,11 +383,15 @@ inline int bl_block_dot(uint4 w0, uint4 w1, const int4 *xv, int acc)
         for (int u = 0; u < NV_UNROLL; u++) {                                                                 \
             const bn_size b = b0 + (bn_size)(32 * u + lane);                                                  \
             if (b >= nblocks) break;                                                                          \
-            for (int i = 0; i < NV_TT; i++) {                                                                 \
-                if (i >= nt) break;                                                                           \
-                int4 xv[8];                                                                                   \
-                for (int c = 0; c < 8; c++) xv[c] = XLOAD(i, b, c);                                           \
-                for (int r = 0; r < NV_ROWS; r++) acc[r][i] = bl_block_dot(wv[r][u][0], wv[r][u][1], xv, acc[r][i]); \
+            for (int r = 0; r < NV_ROWS; r++) {                                                               \
+                int q[32];                                                                                    \
+                bl_block_q(wv[r][u][0], wv[r][u][1], q);                                                      \
+                for (int i = 0; i < NV_TT; i++) {                                                             \
+                    if (i >= nt) break;                                                                       \
+                    int4 xv[8];                                                                               \
+                    for (int c = 0; c < 8; c++) xv[c] = XLOAD(i, b, c);                                       \
+                    acc[r][i] = bl_block_dot(q, xv, acc[r][i]);                                               \
+                }                                                                                             \
             }                                                                                                 \
         }                                                                                                     \
     }                                                                                                         \

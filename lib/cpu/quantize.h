@@ -95,6 +95,25 @@ static inline int bn_xchunk_double(double dsum, uint32_t maxb, uint32_t minm1, b
     bn_xsum_add(acc, (uint64_t)ldexp(dsum, 150 - (int)emin), emin - 1);
     return 0;
 }
+/* The first step of every chunk kernel, from maxb (the largest |w| bits) and
+ * minm1 (the smallest nonzero |w| bits minus one, UINT32_MAX when all are
+ * zero): returns 2 for a NaN/Inf, 0 with *sum = *shift = 0 for an all-zero
+ * chunk, 1 for a chunk that needs the exact per-element path (these are the
+ * chunk kernel's own results), or -1 with *emin set when the fast form
+ * applies (each |w| is then m << (e - emin) units of 2^(emin - 150)). */
+static inline int bn_xchunk_range(uint32_t maxb, uint32_t minm1, uint64_t *sum, unsigned *shift, uint32_t *emin)
+{
+    if (maxb >= 0x7f800000u) return 2;
+    if (minm1 == UINT32_MAX) { /* all zero */
+        *sum = 0;
+        *shift = 0;
+        return 0;
+    }
+    const uint32_t lo = (minm1 + 1) >> 23, hi = maxb >> 23;
+    if (lo == 0 || hi - lo > BN_XSPAN) return 1;
+    *emin = lo;
+    return -1;
+}
 /* The exact sum of n values, chunk by chunk: returns n or the first NaN/Inf. */
 typedef size_t (*bn_absum_fn)(const float *w, size_t n, bn_xsum *acc);
 
@@ -109,6 +128,17 @@ static inline uint64_t bn_qscale_index(uint64_t sb, unsigned gshift, uint64_t co
     uint64_t last = cols ? ((cols - 1) / 32) >> gshift : 0, i = sb >> gshift;
     return i < last ? i : last;
 }
+/* Where the SIMD kernels read block b of a row of cols weights at w: the row
+ * itself, or for the last, partial block its columns copied into tmp with
+ * zeros after them (a zero quantizes to code 1, the padding code). */
+static inline const float *bn_qblock_src(const float *w, uint64_t cols, uint64_t b, float tmp[BITNET_T2_BLOCK])
+{
+    const float *p = w + b * BITNET_T2_BLOCK;
+    if ((b + 1) * BITNET_T2_BLOCK <= cols) return p;
+    memset(tmp, 0, BITNET_T2_BLOCK * sizeof *tmp);
+    memcpy(tmp, p, (cols - b * BITNET_T2_BLOCK) * sizeof *p);
+    return tmp;
+}
 typedef void (*bn_qblocks_fn)(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s,
                               unsigned gshift, uint8_t *t2);
 void bn_qblocks_scalar(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,
@@ -117,6 +147,20 @@ void bn_qblocks_scalar(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, 
 /* One row of activations: returns n, or the index of the first NaN/Inf. */
 typedef size_t (*bn_qacts_fn)(const float *x, size_t n, int8_t *q, float *s);
 size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s);
+/* The SIMD activation kernels after their max pass: with maxb the largest
+ * |x| bits of the row, returns the index of the first NaN/Inf, or n with
+ * *s set to the row's scale. */
+static inline size_t bn_qacts_scale(const float *x, size_t n, uint32_t maxb, float *s)
+{
+    if (maxb >= 0x7f800000u) {
+        for (size_t i = 0; i < n; i++)
+            if (!isfinite(x[i])) return i;
+    }
+    float m;
+    memcpy(&m, &maxb, 4);
+    *s = bn_absmax_scale(m);
+    return n;
+}
 
 typedef struct {
     const char *name;

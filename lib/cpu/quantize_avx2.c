@@ -41,14 +41,9 @@ static int xchunk_avx2(const float *w, size_t n, uint64_t *sum, unsigned *shift)
         if (u > maxb) maxb = u;
         if (u - 1 < minm1) minm1 = u - 1;
     }
-    if (maxb >= 0x7f800000u) return 2;
-    if (minm1 == UINT32_MAX) {
-        *sum = 0;
-        *shift = 0;
-        return 0;
-    }
-    const uint32_t emin = (minm1 + 1) >> 23, emax = maxb >> 23;
-    if (emin == 0 || emax - emin > BN_XSPAN) return 1;
+    uint32_t emin;
+    const int r = bn_xchunk_range(maxb, minm1, sum, shift, &emin);
+    if (r >= 0) return r;
     /* |w| = m << (e - emin) units of 2^(emin - 150); a zero has e = 0, and its
      * negative count (huge as unsigned) shifts everything out. */
     const __m256i vemin = _mm256_set1_epi32((int)emin), mant = _mm256_set1_epi32(0x7fffff),
@@ -130,13 +125,7 @@ static void qblocks_avx2(const float *w, uint64_t cols, uint64_t b0, uint64_t b1
     const __m256i one = _mm256_set1_epi32(1);
     float tmp[BITNET_T2_BLOCK];
     for (uint64_t b = b0; b < b1; b++) {
-        const float *p = w + b * BITNET_T2_BLOCK;
-        if ((b + 1) * BITNET_T2_BLOCK > cols) { /* last, partial block: zeros give code 1 */
-            uint64_t n = cols - b * BITNET_T2_BLOCK;
-            memset(tmp, 0, sizeof tmp);
-            memcpy(tmp, p, n * sizeof *p);
-            p = tmp;
-        }
+        const float *p = bn_qblock_src(w, cols, b, tmp);
         __m256 sc[4];
         for (unsigned k = 0; k < 4; k++) sc[k] = _mm256_set1_ps(s[bn_qscale_index(4 * b + k, gshift, cols)]);
         __m256i acc[4];
@@ -169,13 +158,9 @@ static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s)
         u &= 0x7fffffffu;
         if (u > maxb) maxb = u;
     }
-    if (maxb >= 0x7f800000u) {
-        for (i = 0; i < n; i++)
-            if (!isfinite(x[i])) return i;
-    }
-    float m;
-    memcpy(&m, &maxb, 4);
-    const float scf = bn_absmax_scale(m);
+    float scf = 0;
+    const size_t bad = bn_qacts_scale(x, n, maxb, &scf);
+    if (bad < n) return bad;
     *s = scf;
     const __m256 sc = _mm256_set1_ps(scf);
     for (i = 0; i + 32 <= n; i += 32) {

@@ -23,14 +23,9 @@ static int xchunk_avx512(const float *w, size_t n, uint64_t *sum, unsigned *shif
         vmin = _mm512_mask_min_epu32(vmin, k, vmin, _mm512_sub_epi32(u, one));
     }
     uint32_t maxb = (uint32_t)_mm512_reduce_max_epi32(vmax), minm1 = _mm512_reduce_min_epu32(vmin);
-    if (maxb >= 0x7f800000u) return 2;
-    if (minm1 == UINT32_MAX) {
-        *sum = 0;
-        *shift = 0;
-        return 0;
-    }
-    const uint32_t emin = (minm1 + 1) >> 23, emax = maxb >> 23;
-    if (emin == 0 || emax - emin > BN_XSPAN) return 1;
+    uint32_t emin;
+    const int r = bn_xchunk_range(maxb, minm1, sum, shift, &emin);
+    if (r >= 0) return r;
     const __m512i vemin = _mm512_set1_epi32((int)emin), mant = _mm512_set1_epi32(0x7fffff),
                   hidden = _mm512_set1_epi32(0x800000);
     __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
@@ -101,13 +96,7 @@ static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t 
     const __m256i one[4] = {_mm256_set1_epi8(1), _mm256_set1_epi8(4), _mm256_set1_epi8(16), _mm256_set1_epi8(64)};
     float tmp[BITNET_T2_BLOCK];
     for (uint64_t b = b0; b < b1; b++) {
-        const float *p = w + b * BITNET_T2_BLOCK;
-        if ((b + 1) * BITNET_T2_BLOCK > cols) { /* last, partial block: zeros give code 1 */
-            uint64_t n = cols - b * BITNET_T2_BLOCK;
-            memset(tmp, 0, sizeof tmp);
-            memcpy(tmp, p, n * sizeof *p);
-            p = tmp;
-        }
+        const float *p = bn_qblock_src(w, cols, b, tmp);
         __m256i acc = _mm256_setzero_si256();
         for (unsigned k = 0; k < 8; k++) _mm_prefetch((const char *)(p + 16 * k + BN_PREFETCH), _MM_HINT_T0);
         for (unsigned k = 0; k < 4; k++) {
@@ -133,13 +122,9 @@ static size_t qacts_avx512(const float *x, size_t n, int8_t *q, float *s)
         vmax = _mm512_max_epi32(vmax, _mm512_and_si512(_mm512_maskz_loadu_epi32(k, x + i), absmask));
     }
     uint32_t maxb = (uint32_t)_mm512_reduce_max_epi32(vmax);
-    if (maxb >= 0x7f800000u) {
-        for (i = 0; i < n; i++)
-            if (!isfinite(x[i])) return i;
-    }
-    float m;
-    memcpy(&m, &maxb, 4);
-    const float scf = bn_absmax_scale(m);
+    float scf = 0;
+    const size_t bad = bn_qacts_scale(x, n, maxb, &scf);
+    if (bad < n) return bad;
     *s = scf;
     const __m512 sc = _mm512_set1_ps(scf);
     for (i = 0; i < n; i += 16) {

@@ -15,6 +15,14 @@
 
 #define SHAPE(r, ...) ((bitnet_shape){(r), {__VA_ARGS__}})
 
+/* A shape from {rank, dims...} (the test tables' form). */
+static inline bitnet_shape shape_from(const uint32_t *spec)
+{
+    bitnet_shape s = {spec[0], {0}};
+    for (uint32_t i = 0; i < s.rank; i++) s.dims[i] = spec[1 + i];
+    return s;
+}
+
 static inline uint64_t shape_n(const bitnet_shape *s)
 {
     uint64_t n = 1;
@@ -94,5 +102,64 @@ static inline double nmse(const float *y, const double *w, uint64_t n)
     }
     return s > 0 ? e / s : e;
 }
+
+/* A sum (mean: the mean) over the middle axis of x [no / inner, len, inner]:
+ * the first of the no outputs y that is more than 2 ulp from the reference r
+ * or has NMSE > 1e-12 against the float64 sum (set in *w), or UINT64_MAX when
+ * all are good (both NaN counts as good). */
+static inline uint64_t reduce_sum_bad(int mean, const float *x, uint64_t no, uint64_t len, uint64_t inner,
+                                      const float *y, const float *r, double *w)
+{
+    for (uint64_t o = 0; o < no; o++) {
+        if (isnan(y[o]) && isnan(r[o])) continue;
+        *w = 0;
+        for (uint64_t l = 0; l < len; l++) *w += x[(o / inner * len + l) * inner + o % inner];
+        if (mean) *w /= (double)len;
+        if (fabsf(y[o] - r[o]) > 2 * ulp_of(r[o]) || (*w != 0 && nmse1(y[o], *w) > 1e-12)) return o;
+    }
+    return UINT64_MAX;
+}
+
+/* The tests include cmocka.h before this header. */
+#ifdef assert_int_equal
+/* BITNET_TEST_PERTURB reaches the output of every fast op of backend be on
+ * [rows, cols] data (seeded by seed): one element differs from the reference
+ * (elementwise ops, permute), or the error is large (softmax, reduce,
+ * layernorm).  Leaves BITNET_TEST_PERTURB unset. */
+static inline void expect_perturb_hooks(bitnet_backend *be, uint64_t rows, uint64_t cols, bitnet_binary_op bop,
+                                        bitnet_unary_op uop, uint64_t seed)
+{
+    const uint64_t n = rows * cols;
+    float *x = rand_floats(n, seed), *y = malloc(n * 4), *r = malloc(n * 4);
+    bitnet_shape s = SHAPE(2, rows, cols), s1 = SHAPE(1, cols), ys;
+    const uint32_t p10[2] = {1, 0};
+    setenv("BITNET_TEST_PERTURB", "binary", 1);
+    assert_int_equal(bitnet_binary(be, bop, x, &s, x, &s1, y), BITNET_OK);
+    assert_int_equal(bitnet_binary_ref(bop, x, &s, x, &s1, r), BITNET_OK);
+    assert_int_equal(count_diff(y, r, n), 1);
+    setenv("BITNET_TEST_PERTURB", "unary", 1);
+    assert_int_equal(bitnet_unary(be, uop, x, n, 0, y), BITNET_OK);
+    assert_int_equal(bitnet_unary_ref(uop, x, n, 0, r), BITNET_OK);
+    assert_int_equal(count_diff(y, r, n), 1);
+    setenv("BITNET_TEST_PERTURB", "softmax", 1);
+    assert_int_equal(bitnet_softmax(be, x, &s, 1, 0, y), BITNET_OK);
+    assert_int_equal(bitnet_softmax_ref(x, &s, 1, 0, r), BITNET_OK);
+    assert_true(max_rel(y, r, n) > 0.1);
+    setenv("BITNET_TEST_PERTURB", "reduce", 1);
+    assert_int_equal(bitnet_reduce(be, BITNET_RED_SUM, x, &s, 2, y, &ys), BITNET_OK);
+    assert_int_equal(bitnet_reduce_ref(BITNET_RED_SUM, x, &s, 2, r, &ys), BITNET_OK);
+    assert_true(max_rel(y, r, rows) > 0.1);
+    setenv("BITNET_TEST_PERTURB", "layernorm", 1);
+    assert_int_equal(bitnet_layernorm(be, x, rows, cols, NULL, NULL, 1e-5f, y), BITNET_OK);
+    assert_int_equal(bitnet_layernorm_ref(x, rows, cols, NULL, NULL, 1e-5f, r), BITNET_OK);
+    assert_true(max_rel(y, r, n) > 0.1);
+    setenv("BITNET_TEST_PERTURB", "permute", 1);
+    assert_int_equal(bitnet_permute(be, x, &s, p10, y), BITNET_OK);
+    assert_int_equal(bitnet_permute_ref(x, &s, p10, r), BITNET_OK);
+    assert_int_equal(count_diff(y, r, n), 1);
+    unsetenv("BITNET_TEST_PERTURB");
+    free(x); free(y); free(r);
+}
+#endif
 
 #endif

@@ -50,9 +50,7 @@ static void test_ocl_binary(void **state)
         {{2, 255, 3}, {2, 255, 1}}, {{2, 1, 17}, {2, 33, 1}},  {{3, 5, 1, 17}, {2, 3, 1}}, {{1, 100003}, {1, 100003}},
     };
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
-        bitnet_shape sa = {shapes[t][0][0], {0}}, sb = {shapes[t][1][0], {0}}, sy;
-        for (uint32_t i = 0; i < sa.rank; i++) sa.dims[i] = shapes[t][0][1 + i];
-        for (uint32_t i = 0; i < sb.rank; i++) sb.dims[i] = shapes[t][1][1 + i];
+        bitnet_shape sa = shape_from(shapes[t][0]), sb = shape_from(shapes[t][1]), sy;
         assert_int_equal(bitnet_broadcast_shape(&sa, &sb, &sy), BITNET_OK);
         uint64_t na = shape_n(&sa), nb = shape_n(&sb), ny = shape_n(&sy);
         float *a = rand_floats(na, 10 + t), *b = rand_floats(nb, 20 + t), *y = malloc(ny * 4), *r = malloc(ny * 4);
@@ -217,36 +215,7 @@ static void test_ocl_perturb(void **state)
 {
     (void)state;
     NEED_DEVICE();
-    const uint64_t n = 1200;
-    float *x = rand_floats(n, 2), *y = malloc(n * 4), *r = malloc(n * 4);
-    bitnet_shape s = SHAPE(2, 4, 300), s1 = SHAPE(1, 300), ys;
-    const uint32_t p10[2] = {1, 0};
-    setenv("BITNET_TEST_PERTURB", "binary", 1);
-    assert_int_equal(bitnet_binary(ocl, BITNET_BIN_MUL, x, &s, x, &s1, y), BITNET_OK);
-    assert_int_equal(bitnet_binary_ref(BITNET_BIN_MUL, x, &s, x, &s1, r), BITNET_OK);
-    assert_int_equal(count_diff(y, r, n), 1);
-    setenv("BITNET_TEST_PERTURB", "unary", 1);
-    assert_int_equal(bitnet_unary(ocl, BITNET_UN_ABS, x, n, 0, y), BITNET_OK);
-    assert_int_equal(bitnet_unary_ref(BITNET_UN_ABS, x, n, 0, r), BITNET_OK);
-    assert_int_equal(count_diff(y, r, n), 1);
-    setenv("BITNET_TEST_PERTURB", "softmax", 1);
-    assert_int_equal(bitnet_softmax(ocl, x, &s, 1, 0, y), BITNET_OK);
-    assert_int_equal(bitnet_softmax_ref(x, &s, 1, 0, r), BITNET_OK);
-    assert_true(max_rel(y, r, n) > 0.1);
-    setenv("BITNET_TEST_PERTURB", "reduce", 1);
-    assert_int_equal(bitnet_reduce(ocl, BITNET_RED_SUM, x, &s, 2, y, &ys), BITNET_OK);
-    assert_int_equal(bitnet_reduce_ref(BITNET_RED_SUM, x, &s, 2, r, &ys), BITNET_OK);
-    assert_true(max_rel(y, r, 4) > 0.1);
-    setenv("BITNET_TEST_PERTURB", "layernorm", 1);
-    assert_int_equal(bitnet_layernorm(ocl, x, 4, 300, NULL, NULL, 1e-5f, y), BITNET_OK);
-    assert_int_equal(bitnet_layernorm_ref(x, 4, 300, NULL, NULL, 1e-5f, r), BITNET_OK);
-    assert_true(max_rel(y, r, n) > 0.1);
-    setenv("BITNET_TEST_PERTURB", "permute", 1);
-    assert_int_equal(bitnet_permute(ocl, x, &s, p10, y), BITNET_OK);
-    assert_int_equal(bitnet_permute_ref(x, &s, p10, r), BITNET_OK);
-    assert_int_equal(count_diff(y, r, n), 1);
-    unsetenv("BITNET_TEST_PERTURB");
-    free(x); free(y); free(r);
+    expect_perturb_hooks(ocl, 4, 300, BITNET_BIN_MUL, BITNET_UN_ABS, 2);
 }
 
 /* Both row layouts of the reductions (the CPU-driver one and the GPU one,
@@ -279,16 +248,12 @@ static void test_ocl_reduce_layouts(void **state)
                 const uint64_t no = shape_n(&rs);
                 if (memcmp(y, y2, no * 4) != 0 && !same_bits_nan(y, y2, no))
                     fail_msg("layout %d op %d case %zu: two runs differ", forced, op, c);
+                double w;
+                uint64_t o;
                 if (op <= BITNET_RED_MEAN) {
-                    for (uint64_t o = 0; o < no; o++) {
-                        if (isnan(y[o]) && isnan(r[o])) continue;
-                        double w = 0;
-                        for (uint64_t i = 0; i < len; i++) w += x[o * len + i];
-                        if (op == BITNET_RED_MEAN) w /= (double)len;
-                        if (fabsf(y[o] - r[o]) > 2 * ulp_of(r[o]) || (w != 0 && nmse1(y[o], w) > 1e-12))
-                            fail_msg("layout %d op %d case %zu out %llu: %.9g, reference %.9g, float64 %.17g", forced, op,
-                                     c, (unsigned long long)o, y[o], r[o], w);
-                    }
+                    if ((o = reduce_sum_bad(op == BITNET_RED_MEAN, x, no, len, 1, y, r, &w)) != UINT64_MAX)
+                        fail_msg("layout %d op %d case %zu out %llu: %.9g, reference %.9g, float64 %.17g", forced, op,
+                                 c, (unsigned long long)o, y[o], r[o], w);
                 } else if (!same_bits_nan(y, r, no)) {
                     fail_msg("layout %d op %d case %zu differs from the reference", forced, op, c);
                 }
@@ -338,16 +303,12 @@ static void test_ocl_reduce_cols_layouts(void **state)
             for (int op = 0; op < BITNET_RED_COUNT; op++) {
                 assert_int_equal(bitnet_reduce(ocl, (bitnet_reduce_op)op, x, &s, 2, y, &ys), BITNET_OK);
                 assert_int_equal(bitnet_reduce_ref((bitnet_reduce_op)op, x, &s, 2, r, &rs), BITNET_OK);
+                double w;
+                uint64_t o;
                 if (op <= BITNET_RED_MEAN) {
-                    for (uint64_t o = 0; o < no; o++) {
-                        if (isnan(y[o]) && isnan(r[o])) continue;
-                        double w = 0;
-                        for (uint64_t l = 0; l < len; l++) w += x[(o / inner * len + l) * inner + o % inner];
-                        if (op == BITNET_RED_MEAN) w /= (double)len;
-                        if (fabsf(y[o] - r[o]) > 2 * ulp_of(r[o]) || (w != 0 && nmse1(y[o], w) > 1e-12))
-                            fail_msg("layout %d op %d case %zu out %llu: %.9g, reference %.9g", forced, op, t,
-                                     (unsigned long long)o, y[o], r[o]);
-                    }
+                    if ((o = reduce_sum_bad(op == BITNET_RED_MEAN, x, no, len, inner, y, r, &w)) != UINT64_MAX)
+                        fail_msg("layout %d op %d case %zu out %llu: %.9g, reference %.9g, float64 %.17g", forced, op, t,
+                                 (unsigned long long)o, y[o], r[o], w);
                 } else if (!same_bits_nan(y, r, no)) {
                     fail_msg("layout %d op %d case %zu differs from the reference", forced, op, t);
                 }

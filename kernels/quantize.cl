@@ -258,3 +258,191 @@ __kernel void q_dequant_a(__global const char *q, bn_size rows, bn_size cols, __
     if (id >= rows * cols) return;
     x[id] = as_float(q_div_bits((int)q[id], s[id / cols]));
 }
+
+/* ---- GPU layout (built with -DQ_GPU; lib/opencl/quantize.c picks it on GPUs
+ * with fp64, or everywhere with BITNET_OCL_FORCE_GPU_LAYOUT=1) -------------
+ *
+ * q_absum_gpu: a "segment" of Q_SEG consecutive work-items (Q_SEG divides
+ * Q_GWG; Q_SEG is a kernel argument) sums one piece of one slice with
+ * coalesced grid-stride loads (float4 when the slice starts 16-byte aligned).
+ * Exactness, per work-item: it adds its N values |w| in double, in any
+ * order, and tracks the largest and smallest nonzero |w| bits.  When no
+ * value is subnormal, every |w| is a multiple of u = 2^(emin - 150) and
+ * below 2^(emax - 126); if log2(N) + emax - emin <= 29 every partial sum is
+ * a multiple of u below 2^53 u, so no addition rounded and the double IS
+ * the exact sum (any order, any device with IEEE double addition).  Other
+ * work-items (wide range, subnormals: rare, and a few dozen values each)
+ * read their values again and add them exactly as integers.  Either way the
+ * work-item's exact sum goes into 11 carry-save 32-bit limbs (unit 2^-149)
+ * in local memory, the segment adds them as integers (exact, any order),
+ * and its first work-item writes the piece: the short form when the exact
+ * sum has at most 64 significant bits, else the 11 carried limbs (the same
+ * two forms as q_absum, merged by the same host code). */
+#ifdef Q_GPU
+#ifndef Q_GWG
+#define Q_GWG 256 /* work-group size of q_absum_gpu (power of two, <= 512: 88 bytes of local memory per item) */
+#endif
+
+/* r[i * Q_GWG] += v * 2^sh as 32-bit pieces (r points at the item's limb 0). */
+inline void qg_add_shifted(__local ulong *r, ulong v, uint sh)
+{
+    uint i = sh >> 5, b = sh & 31;
+    r[i * Q_GWG] += (v << b) & 0xffffffffUL;
+    r[(i + 1) * Q_GWG] += (b ? (v >> (32 - b)) : (v >> 32)) & 0xffffffffUL;
+    if (b) r[(i + 2) * Q_GWG] += v >> (64 - b);
+}
+
+inline void qg_add_exact(__local ulong *r, uint u)
+{
+    uint ex = u >> 23, m = u & 0x7fffffu;
+    if (ex) qg_add_shifted(r, (ulong)(m | 0x800000u), ex - 1u);
+    else if (m) qg_add_shifted(r, (ulong)m, 0u);
+}
+
+inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
+
+__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
+q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
+            bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
+{
+    __local ulong red[Q_LIMBS * Q_GWG];
+    const uint lid = get_local_id(0), tid = lid % seg;
+    const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
+    __local ulong *r = red + lid;
+    for (uint k = 0; k < Q_LIMBS; k++) r[k * Q_GWG] = 0;
+    bn_size b = 0, e = 0, start = 0;
+    if (gs < nseg) {
+        bn_size len, sl = gs / pieces, pc = gs % pieces;
+        q_slice(kind, sl, rows, cols, group, &start, &len);
+        b = pc * plen;
+        e = b + plen < len ? b + plen : len;
+    }
+    __global const float *ws = w + start;
+    const int vec = (start & 3) == 0;
+    /* pass 0: in double; pass 1 (only where pass 0 may have rounded): exact */
+    uint mx = 0, mn = 0xffffffffu, cnt = 0, slow = 0;
+    double acc = 0.0;
+    for (uint pass = 0; pass < 2; pass++) {
+        if (pass == 1) {
+            if (mx >= 0x7f800000u) {
+                flag[0] = 1u;
+                break;
+            }
+            if (mn == 0xffffffffu) break; /* all zero */
+            uint emin = (mn + 1u) >> 23, emax = mx >> 23;
+            slow = emin == 0 || emax - emin + (32u - clz(cnt)) > 29u;
+            if (!slow) break;
+        }
+        if (vec) {
+            const bn_size b4 = (b + 3) / 4, e4 = e / 4;
+            /* head (only when b is not a multiple of 4: never, pieces are) and tail, scalar */
+            for (bn_size i = b + tid; i < b4 * 4 && i < e; i += seg) {
+                uint u = as_uint(ws[i]) & 0x7fffffffu;
+                if (pass) qg_add_exact(r, u);
+                else mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++;
+            }
+            __global const float4 *w4 = (__global const float4 *)ws;
+            for (bn_size i = b4 + tid; i < e4; i += seg) {
+                uint4 u = as_uint4(w4[i]) & (uint4)0x7fffffffu;
+                if (pass) {
+                    qg_add_exact(r, u.x), qg_add_exact(r, u.y), qg_add_exact(r, u.z), qg_add_exact(r, u.w);
+                } else {
+                    mx = max(mx, max(max(u.x, u.y), max(u.z, u.w)));
+                    uint4 m1 = u - (uint4)1u;
+                    mn = min(mn, min(min(m1.x, m1.y), min(m1.z, m1.w)));
+                    acc += (double)as_float(u.x);
+                    acc += (double)as_float(u.y);
+                    acc += (double)as_float(u.z);
+                    acc += (double)as_float(u.w);
+                    cnt += 4;
+                }
+            }
+            for (bn_size i = (e4 > b4 ? e4 : b4) * 4 + tid; i < e; i += seg) {
+                uint u = as_uint(ws[i]) & 0x7fffffffu;
+                if (pass) qg_add_exact(r, u);
+                else mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++;
+            }
+        } else {
+            for (bn_size i = b + tid; i < e; i += seg) {
+                uint u = as_uint(ws[i]) & 0x7fffffffu;
+                if (pass) qg_add_exact(r, u);
+                else mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++;
+            }
+        }
+    }
+    if (!slow && mx < 0x7f800000u && acc != 0.0) { /* the exact double m 2^(x - 1075) into limbs, unit 2^-149 */
+        ulong bits = as_ulong(acc), m = (bits & 0xfffffffffffffUL) | 0x10000000000000UL;
+        int sh = (int)(bits >> 52) - 926;
+        if (sh < 0) m >>= -sh, sh = 0; /* exact: the sum is a multiple of 2^-149 */
+        qg_add_shifted(r, m, (uint)sh);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = seg / 2; t > 0; t >>= 1) {
+        if (tid < t)
+            for (uint k = 0; k < Q_LIMBS; k++) r[k * Q_GWG] += r[k * Q_GWG + t];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (tid != 0 || gs >= nseg) return;
+    uint wd[Q_LIMBS];
+    ulong c = 0;
+    int lo = -1, hi = -1;
+    for (int k = 0; k < Q_LIMBS; k++) {
+        ulong x = r[k * Q_GWG] + c;
+        wd[k] = (uint)(x & 0xffffffffUL);
+        c = x >> 32;
+        if (wd[k]) {
+            if (lo < 0) lo = k;
+            hi = k;
+        }
+    }
+    __global ulong *p = part + gs * Q_LIMBS;
+    if (lo < 0) {
+        for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
+        return;
+    }
+    uint tz = qg_ctz(wd[lo]);
+    uint top = 32u * (uint)hi + 31u - clz(wd[hi]), bot = 32u * (uint)lo + tz;
+    if (top - bot < 64u && bot <= 224u) { /* the short form (lo + hi 2^32) 2^bot */
+        ulong w01 = (ulong)wd[lo] | (lo + 1 < Q_LIMBS ? (ulong)wd[lo + 1] << 32 : 0UL);
+        ulong w2 = lo + 2 < Q_LIMBS ? (ulong)wd[lo + 2] : 0UL;
+        ulong v = tz ? (w01 >> tz) | (w2 << (64u - tz)) : w01;
+        p[0] = v & 0xffffffffUL;
+        p[1] = v >> 32;
+        p[2] = bot;
+        p[Q_LIMBS - 1] = Q_SHORT;
+    } else {
+        for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k];
+    }
+}
+
+/* q_pack_gpu: work-item (i, r) writes word i of row r's T2 bytes: bytes
+ * 4j'..4j'+3 (j' = i % 8) of block i / 8 hold columns 128 blk + 32 k + 4 j' + t
+ * for k = 0..3, t = 0..3: four float4 loads (consecutive work-items read
+ * consecutive 16-byte words) and one coalesced uint store.  Scale of
+ * sub-block sb: s[r * sr + min(sb >> gshift, last)]. */
+inline uint qg_code(float p) { return 1u + (p > 0.5f ? 1u : 0u) - (p < -0.5f ? 1u : 0u); }
+
+__kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_size sr, uint gshift, bn_size last,
+                         __global const float *s, __global uint *t2)
+{
+    const bn_size i = get_global_id(0), r = get_global_id(1);
+    if (i >= nw) return;
+    const bn_size c0 = (i >> 3) * 128 + (i & 7) * 4;
+    __global const float *wr = w + r * cols;
+    __global const float *sc = s + r * sr;
+    uint v = 0;
+    for (uint k = 0; k < 4; k++) {
+        const bn_size c = c0 + 32 * k, sb = (i >> 3) * 4 + k;
+        bn_size si = sb >> gshift;
+        const float f = sc[si < last ? si : last];
+        if (c + 4 <= cols) {
+            float4 x = ((cols & 3) == 0) ? *(__global const float4 *)(wr + c) : vload4(0, wr + c);
+            x *= f;
+            v |= (qg_code(x.x) | qg_code(x.y) << 8 | qg_code(x.z) << 16 | qg_code(x.w) << 24) << (2 * k);
+        } else {
+            for (uint t = 0; t < 4; t++) v |= (c + t < cols ? qg_code(wr[c + t] * f) : 1u) << (8 * t + 2 * k);
+        }
+    }
+    t2[r * nw + i] = v;
+}
+#endif

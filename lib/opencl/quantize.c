@@ -10,7 +10,9 @@
 
 #include "../cpu/quantize.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define Q_WG 64
 #define Q_LIMBS 11
@@ -80,6 +82,87 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
     return bn_xsum_to_double(&acc);
 }
 
+/* ---- layout choice and tunables ----------------------------------------------
+ * CPU drivers (PoCL) keep q_absum/q_pack: a work-group per piece with a
+ * short strided loop, one item per T2 byte.  GPUs with fp64 take
+ * q_absum_gpu/q_pack_gpu (kernels/quantize.cl): coalesced float4 loads,
+ * segments of work-items per slice piece, at least compute_units *
+ * Q_PER_CU work-groups for a tensor, per-item double sums proven exact or
+ * redone as integers, and one uint (4 T2 bytes) per work-item in a 2-D grid
+ * (no 64-bit division per element).  Both give the bits of the _ref.
+ * Test hook: BITNET_OCL_FORCE_GPU_LAYOUT=1 picks the GPU layout on any
+ * device with fp64.  Tuning hook: BITNET_QUANT_OPTS, e.g.
+ * "-DQ_GWG=512 -DQ_PER_CU=4 -DQ_PACK_WG=128" (values also passed to the
+ * kernel build). */
+#define Q_GWG_DEF 256
+#define Q_PER_CU_DEF 8
+#define Q_PACK_WG_DEF 256
+#define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */
+
+typedef struct {
+    unsigned gwg, per_cu, pack_wg;
+    char opts[200];
+} gpu_tune;
+
+static unsigned opt_value(const char *opts, const char *key, unsigned def, unsigned lo, unsigned hi)
+{
+    const char *p = opts ? strstr(opts, key) : NULL;
+    if (!p) return def;
+    unsigned long v = strtoul(p + strlen(key), NULL, 10);
+    return v >= lo && v <= hi ? (unsigned)v : def;
+}
+
+static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
+{
+    const bn_ocl_caps *c = bn_ocl_get_caps(o);
+    const char *e = getenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+    if (!c->has_fp64 || !(c->is_gpu || (e && strcmp(e, "1") == 0))) return 0;
+    const char *user = getenv("BITNET_QUANT_OPTS");
+    t->gwg = opt_value(user, "-DQ_GWG=", Q_GWG_DEF, 32, 512);
+    if (t->gwg & (t->gwg - 1)) t->gwg = Q_GWG_DEF;
+    t->per_cu = opt_value(user, "-DQ_PER_CU=", Q_PER_CU_DEF, 1, 1024);
+    t->pack_wg = opt_value(user, "-DQ_PACK_WG=", Q_PACK_WG_DEF, 1, 1024);
+    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u", Q_OPTS, t->gwg);
+    return 1;
+}
+
+static uint64_t pow2_ceil(uint64_t v)
+{
+    uint64_t p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+/* Launch geometry of q_absum_gpu for slices of `slice` elements. */
+typedef struct {
+    cl_uint seg;
+    cl_ulong pieces, plen, nseg;
+    size_t groups;
+} gpu_grid;
+
+static void gpu_absum_grid(const bn_ocl *o, const gpu_tune *t, uint64_t nsc, uint64_t slice, gpu_grid *g)
+{
+    uint64_t f4 = (slice + 3) / 4, seg = pow2_ceil(f4 ? f4 : 1);
+    if (seg > t->gwg) seg = t->gwg;
+    uint64_t cu = bn_ocl_get_caps(o)->compute_units ? bn_ocl_get_caps(o)->compute_units : 1;
+    uint64_t want_seg = cu * t->per_cu * (t->gwg / seg);
+    uint64_t pieces = (slice + seg * Q_PER_ITEM - 1) / (seg * Q_PER_ITEM), fill = (want_seg + nsc - 1) / nsc;
+    uint64_t most = (f4 + seg - 1) / seg; /* at least one float4 per item */
+    if (fill > most) fill = most;
+    if (pieces < fill) pieces = fill;
+    if (pieces == 0) pieces = 1;
+    uint64_t plen = ((slice + pieces - 1) / pieces + 3) / 4 * 4;
+    if (plen == 0) plen = 4;
+    pieces = (slice + plen - 1) / plen;
+    if (pieces == 0) pieces = 1;
+    g->seg = (cl_uint)seg;
+    g->pieces = pieces;
+    g->plen = plen;
+    g->nseg = nsc * pieces;
+    uint64_t per_group = t->gwg / seg;
+    g->groups = (size_t)((g->nseg + per_group - 1) / per_group);
+}
+
 bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols, bitnet_scale_kind kind,
                                       uint32_t group, uint8_t *out_t2, float *d)
 {
@@ -90,15 +173,26 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         for (uint64_t i = 0; i < nsc; i++) d[i] = 1e-5f;
         return BITNET_OK;
     }
+    gpu_tune tune;
+    const int gpu = use_gpu_layout(o, &tune);
+    const char *opts = gpu ? tune.opts : Q_OPTS;
     cl_kernel ka, kp;
-    bitnet_status st = bn_ocl_kernel(o, "quantize", "q_absum", Q_OPTS, &ka);
-    if (st == BITNET_OK) st = bn_ocl_kernel(o, "quantize", "q_pack", Q_OPTS, &kp);
+    bitnet_status st = bn_ocl_kernel(o, "quantize", gpu ? "q_absum_gpu" : "q_absum", opts, &ka);
+    if (st == BITNET_OK) st = bn_ocl_kernel(o, "quantize", gpu ? "q_pack_gpu" : "q_pack", opts, &kp);
     if (st) return st;
-    /* pieces: each work-group sums up to Q_WG * items elements of one slice */
+    if (gpu && bn_ocl_kernel_wg(o, ka) < tune.gwg)
+        return bn_fail(BITNET_E_DEVICE, "quantize_weights: the device takes work-groups of %zu < %u",
+                       bn_ocl_kernel_wg(o, ka), tune.gwg);
+    /* pieces: each work-group (CPU layout) or segment (GPU layout) sums one piece of one slice */
     const uint64_t slice = kind == BITNET_SCALE_TENSOR ? n : kind == BITNET_SCALE_ROW ? cols : group;
     uint64_t items64 = (slice + Q_WG - 1) / Q_WG;
     cl_uint items = (cl_uint)(items64 > 64 ? 64 : items64 ? items64 : 1);
-    const uint64_t piece = (uint64_t)Q_WG * items, pieces = (slice + piece - 1) / piece;
+    uint64_t pieces = (slice + (uint64_t)Q_WG * items - 1) / ((uint64_t)Q_WG * items);
+    gpu_grid gg = {0, 0, 0, 0, 0};
+    if (gpu) {
+        gpu_absum_grid(o, &tune, nsc, slice, &gg);
+        pieces = gg.pieces;
+    }
     const uint64_t groups = nsc * pieces;
     const size_t rb = bitnet_t2_row_bytes(cols), tbytes = (size_t)(rows * rb);
     uint64_t *part = malloc((size_t)groups * Q_LIMBS * sizeof *part);
@@ -115,12 +209,21 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     if ((st = bn_ocl_upload(o, bw, 0, w, (size_t)n * 4)) || (st = zero_flag(o, bflag))) goto out;
     cl_uint ckind = (cl_uint)kind;
     cl_ulong crows = rows, ccols = cols, cgroup = group ? group : 1, cpieces = pieces;
-    if ((st = bn_ocl_args(o, ka, 9, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols, &ccols,
-                          sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof items, &items, sizeof bpart, &bpart,
-                          sizeof bflag, &bflag)))
-        goto out;
-    size_t global = (size_t)groups * Q_WG, local = Q_WG;
-    if ((st = bn_ocl_run(o, ka, 1, &global, &local, "quantize_weights"))) goto out;
+    size_t global, local;
+    if (gpu) {
+        st = bn_ocl_args(o, ka, 11, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols, &ccols,
+                         sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof gg.plen, &gg.plen, sizeof gg.seg,
+                         &gg.seg, sizeof gg.nseg, &gg.nseg, sizeof bpart, &bpart, sizeof bflag, &bflag);
+        global = gg.groups * tune.gwg;
+        local = tune.gwg;
+    } else {
+        st = bn_ocl_args(o, ka, 9, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols, &ccols,
+                         sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof items, &items, sizeof bpart, &bpart,
+                         sizeof bflag, &bflag);
+        global = (size_t)groups * Q_WG;
+        local = Q_WG;
+    }
+    if (st || (st = bn_ocl_run(o, ka, 1, &global, &local, "quantize_weights"))) goto out;
     cl_uint flag;
     if ((st = read_flag(o, bflag, &flag))) goto out;
     if (flag) {
@@ -140,12 +243,27 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     if ((st = bn_ocl_upload(o, bs, 0, s, (size_t)nsc * 4))) goto out;
     cl_ulong nb = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK, sr, g;
     scale_layout(kind, group, cols, &sr, &g);
-    if ((st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof crows, &crows, sizeof ccols, &ccols, sizeof nb, &nb,
-                          sizeof sr, &sr, sizeof g, &g, sizeof bs, &bs, sizeof bt2, &bt2)))
-        goto out;
-    local = 256 < bn_ocl_kernel_wg(o, kp) ? 256 : bn_ocl_kernel_wg(o, kp);
-    global = round_up(tbytes, local);
-    if ((st = bn_ocl_run(o, kp, 1, &global, &local, "quantize_weights"))) goto out;
+    if (gpu) {
+        cl_ulong nw = nb * 8, last = 0;
+        cl_uint gshift = 0;
+        if (kind == BITNET_SCALE_GROUP) {
+            gshift = bn_quant_gshift(kind, group);
+            last = ((cols - 1) / 32) >> gshift;
+        }
+        if ((st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof ccols, &ccols, sizeof nw, &nw, sizeof sr, &sr,
+                              sizeof gshift, &gshift, sizeof last, &last, sizeof bs, &bs, sizeof bt2, &bt2)))
+            goto out;
+        size_t kwg = bn_ocl_kernel_wg(o, kp), l2[2] = {tune.pack_wg < kwg ? tune.pack_wg : kwg, 1};
+        size_t g2[2] = {round_up((size_t)nw, l2[0]), (size_t)rows};
+        if ((st = bn_ocl_run(o, kp, 2, g2, l2, "quantize_weights"))) goto out;
+    } else {
+        if ((st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof crows, &crows, sizeof ccols, &ccols, sizeof nb, &nb,
+                              sizeof sr, &sr, sizeof g, &g, sizeof bs, &bs, sizeof bt2, &bt2)))
+            goto out;
+        local = 256 < bn_ocl_kernel_wg(o, kp) ? 256 : bn_ocl_kernel_wg(o, kp);
+        global = round_up(tbytes, local);
+        if ((st = bn_ocl_run(o, kp, 1, &global, &local, "quantize_weights"))) goto out;
+    }
     if ((st = bn_ocl_download(o, bt2, 0, out_t2, tbytes))) goto out;
     if (bn_test_perturb("quantize_weights")) out_t2[0] ^= 0x01;
 out:

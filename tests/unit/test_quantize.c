@@ -397,6 +397,49 @@ static void ties_backend(bitnet_backend *be, const char *what)
     }
 }
 
+/* Sums that a plain double accumulation gets wrong: per 32-column slice
+ * 1 + 2^-23, 1, 1, two halves of 1.5 2^-52 and zeros.  The exact sum rounds up
+ * to 3 + 2^-23 + 2^-51 (the halves are each below half an ulp of 3, together
+ * above), so d = (3 + 2^-23 + 2^-51) / 32 rounds up from the float midpoint
+ * 0.09375 + 2^-28: d = 0.09375 + 2^-27.  Adding the halves one by one in
+ * double loses both and gives the tie, rounded to even: 0.09375.  Then rows
+ * of extremes: subnormals only, 3e38 among 1e-30, zeros, 2^-60 .. 2^60. */
+static void exact_cases_backend(bitnet_backend *be, const char *what)
+{
+    const uint64_t rows = 6, cols = 4096 + 96, n = rows * cols;
+    float *w = calloc(n, 4), *d = malloc(rows * cols / 32 * 4 + 4), *dr = malloc(rows * cols / 32 * 4 + 4);
+    size_t tb = rows * bitnet_t2_row_bytes(cols);
+    uint8_t *t2 = malloc(tb), *t2r = malloc(tb);
+    for (uint64_t c = 0; c < 4 * cols; c += 32) {
+        float *x = w + c;
+        x[0] = 1.0f + ldexpf(1.0f, -23), x[1] = 1.0f, x[2] = -1.0f, x[3] = ldexpf(0.75f, -52), x[4] = ldexpf(-0.75f, -52);
+    }
+    const float want = 0.09375f + ldexpf(1.0f, -27);
+    for (uint64_t c = 0; c < cols; c++) {
+        w[4 * cols + c] = bits_f((uint32_t)(c * 2654435761u) % 0x7fffffu + 1) * (c & 1 ? -1.0f : 1.0f);
+        w[5 * cols + c] = c % 1000 == 7 ? -3e38f : c % 3 ? 1e-30f : ldexpf(1.0f, (int)(c % 121) - 60);
+    }
+    const struct { bitnet_scale_kind kind; uint32_t group; } kinds[] = {
+        {BITNET_SCALE_TENSOR, 0}, {BITNET_SCALE_ROW, 0}, {BITNET_SCALE_GROUP, 32}, {BITNET_SCALE_GROUP, 128}};
+    for (size_t k = 0; k < 4; k++) {
+        const bitnet_scale_kind kind = kinds[k].kind;
+        const uint32_t g = kinds[k].group;
+        for (uint64_t r = 4; r <= rows; r += 2) { /* the hand rows alone, then all rows */
+            uint64_t nsc = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? r : r * (cols / g);
+            assert_int_equal(bitnet_quantize_weights(be, w, r, cols, kind, g, t2, d), BITNET_OK);
+            assert_int_equal(bitnet_quantize_weights_ref(w, r, cols, kind, g, t2r, dr), BITNET_OK);
+            for (uint64_t i = 0; r == 4 && i < nsc; i++)
+                if (d[i] != want)
+                    fail_msg("%s: exact sums, kind %d/%u: scale %llu is %a, not %a", what, kind, g,
+                             (unsigned long long)i, (double)d[i], (double)want);
+            if (memcmp(d, dr, nsc * 4) || memcmp(t2, t2r, r * bitnet_t2_row_bytes(cols)))
+                fail_msg("%s: exact sums, %llu rows, kind %d/%u: codes or scales differ from the _ref", what,
+                         (unsigned long long)r, kind, g);
+        }
+    }
+    free(w), free(d), free(dr), free(t2), free(t2r);
+}
+
 static void fast_cpu(void **state)
 {
     (void)state;
@@ -410,6 +453,7 @@ static void fast_cpu(void **state)
             snprintf(what, sizeof what, "cpu %s, %d threads", levels[l], th);
             compare_backend(be, what, 0);
             ties_backend(be, what);
+            exact_cases_backend(be, what);
             if (l == 2 || th == 2) compare_backend(be, what, 1);
             bitnet_backend_free(be);
         }
@@ -465,8 +509,39 @@ static void fast_opencl(void **state)
     compare_backend(be, "opencl", 0);
     ties_backend(be, "opencl");
     errors_backend(be);
+    exact_cases_backend(be, "opencl");
     compare_backend(be, "opencl", 1);
     bitnet_backend_free(be);
+}
+
+/* The GPU layout of the OpenCL quantizer (kernels/quantize.cl, *_gpu), forced
+ * on whatever device there is, with the default and two odd geometries. */
+static void opencl_gpu_layout(void **state)
+{
+    (void)state;
+    bitnet_backend *be = NULL;
+    setenv("BITNET_OCL_FORCE_GPU_LAYOUT", "1", 1);
+    if (bitnet_backend_create(&be, "opencl", 0) != BITNET_OK) {
+        unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+        printf("# no OpenCL device: %s\n", bitnet_error_detail());
+        skip();
+    }
+    const char *tunes[] = {NULL, "-DQ_GWG=32 -DQ_PER_CU=1 -DQ_PACK_WG=7", "-DQ_GWG=512 -DQ_PER_CU=64 -DQ_PACK_WG=64"};
+    for (int t = 0; t < 3; t++) {
+        char what[96];
+        snprintf(what, sizeof what, "opencl gpu layout %s", tunes[t] ? tunes[t] : "(defaults)");
+        if (tunes[t]) setenv("BITNET_QUANT_OPTS", tunes[t], 1);
+        exact_cases_backend(be, what);
+        compare_backend(be, what, 0);
+        ties_backend(be, what);
+        if (t == 0) {
+            errors_backend(be);
+            compare_backend(be, what, 1);
+        }
+        unsetenv("BITNET_QUANT_OPTS");
+    }
+    bitnet_backend_free(be);
+    unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
 }
 
 static void perturb_hook(void **state)
@@ -576,6 +651,7 @@ int main(void)
         cmocka_unit_test(xsum_and_division),
         cmocka_unit_test(fast_cpu),
         cmocka_unit_test(fast_opencl),
+        cmocka_unit_test(opencl_gpu_layout),
         cmocka_unit_test(perturb_hook),
         cmocka_unit_test(real_weights),
     };

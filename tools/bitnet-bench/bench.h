@@ -195,6 +195,35 @@ bitnet_status bench_f32io_setup(bench_case *c, int n_in, uint64_t in_n, uint64_t
 void bench_f32io_teardown(bench_case *c);
 #define BENCH_F32IO(c) ((bench_f32io *)(c)->st)
 
+/* Shared setup/teardown pieces of the op files.
+ * The op's state: calloc'd, stored in c->st (freed by bench_state_free). */
+void *bench_state_new(bench_case *c, size_t size);
+/* Frees the nbufs rotated buffer sets given after it (each a void **, NULL
+ * allowed), then the state c->st itself; c->st becomes NULL. */
+void bench_state_free(bench_case *c, int nbufs, ...);
+/* nsets rotated buffers of n floats uniform in [lo, hi) (bench_fill_f32
+ * with seed), the same data in each set; NULL on failure. */
+void **bench_bufs_f32(size_t nsets, uint64_t n, uint64_t seed, float lo, float hi);
+/* nsets rotated buffers of random T2 codes for [rows x cols] (bench_fill_t2);
+ * NULL on failure. */
+void **bench_bufs_t2(size_t nsets, uint64_t rows, uint64_t cols, uint64_t seed);
+/* The geometry of a ternary [c->m x c->k] matrix of the case's --scale
+ * variant: scale kind and group, T2 bytes, number of scales. */
+typedef struct {
+    bitnet_scale_kind kind;
+    uint32_t group;
+    uint64_t t2_bytes, nd;
+} bench_ternary;
+void bench_ternary_of(const bench_case *c, bench_ternary *t);
+/* The end of a check against a reference: ref (n floats, NULL when it could
+ * not be allocated) is the reference output and st its status; y must be
+ * within max_ulp ulps of it, or when nmse > 0 have NMSE <= nmse.  Frees ref;
+ * 0 ok, else the reason in why. */
+int bench_check_f32_ref(float *ref, bitnet_status st, const float *y, uint64_t n, uint32_t max_ulp, double nmse,
+                        char *why, size_t wn);
+/* A setup for ops that allocate nothing (the library times its own buffers). */
+bitnet_status bench_setup_none(bench_case *c);
+
 /* Measures one configuration on be (NULL for host ops) into row. */
 int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, const char *device,
                   uint64_t m, uint64_t k, uint64_t tokens, const char *variant, bench_row *row);

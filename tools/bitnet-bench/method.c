@@ -11,6 +11,8 @@
 #include "bench.h"
 
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -392,15 +394,11 @@ uint64_t bench_n_scales(bitnet_scale_kind kind, uint32_t group, uint64_t rows, u
 
 bitnet_status bench_f32io_setup(bench_case *c, int n_in, uint64_t in_n, uint64_t out_n, float lo, float hi)
 {
-    bench_f32io *s = calloc(1, sizeof *s);
+    bench_f32io *s = bench_state_new(c, sizeof *s);
     if (!s) return BITNET_E_NOMEM;
-    c->st = s;
     s->n_in = n_in, s->in_n = in_n, s->out_n = out_n;
-    for (int i = 0; i < n_in; i++) {
-        if (!(s->in[i] = bench_bufs_new(c->nsets, in_n * 4))) return BITNET_E_NOMEM;
-        bench_fill_f32(s->in[i][0], in_n, c->opts->seed + (uint64_t)i, lo, hi);
-        bench_bufs_replicate(s->in[i], c->nsets, in_n * 4);
-    }
+    for (int i = 0; i < n_in; i++)
+        if (!(s->in[i] = bench_bufs_f32(c->nsets, in_n, c->opts->seed + (uint64_t)i, lo, hi))) return BITNET_E_NOMEM;
     if (!(s->out = bench_bufs_new(c->nsets, out_n * 4))) return BITNET_E_NOMEM;
     return BITNET_OK;
 }
@@ -408,9 +406,64 @@ bitnet_status bench_f32io_setup(bench_case *c, int n_in, uint64_t in_n, uint64_t
 void bench_f32io_teardown(bench_case *c)
 {
     bench_f32io *s = c->st;
-    if (!s) return;
-    for (int i = 0; i < 2; i++) bench_bufs_free(s->in[i], c->nsets);
-    bench_bufs_free(s->out, c->nsets);
-    free(s);
+    if (s) bench_state_free(c, 3, s->in[0], s->in[1], s->out);
+}
+
+void *bench_state_new(bench_case *c, size_t size)
+{
+    return c->st = calloc(1, size);
+}
+
+void bench_state_free(bench_case *c, int nbufs, ...)
+{
+    va_list ap;
+    va_start(ap, nbufs);
+    for (int i = 0; i < nbufs; i++) bench_bufs_free(va_arg(ap, void **), c->nsets);
+    va_end(ap);
+    free(c->st);
     c->st = NULL;
+}
+
+void **bench_bufs_f32(size_t nsets, uint64_t n, uint64_t seed, float lo, float hi)
+{
+    void **b = bench_bufs_new(nsets, n * 4);
+    if (!b) return NULL;
+    bench_fill_f32(b[0], n, seed, lo, hi);
+    bench_bufs_replicate(b, nsets, n * 4);
+    return b;
+}
+
+void **bench_bufs_t2(size_t nsets, uint64_t rows, uint64_t cols, uint64_t seed)
+{
+    const uint64_t bytes = rows * bitnet_t2_row_bytes(cols);
+    void **b = bench_bufs_new(nsets, bytes);
+    if (!b) return NULL;
+    bench_fill_t2(b[0], rows, cols, seed);
+    bench_bufs_replicate(b, nsets, bytes);
+    return b;
+}
+
+void bench_ternary_of(const bench_case *c, bench_ternary *t)
+{
+    bench_parse_scale(c->variant, &t->kind, &t->group);
+    t->t2_bytes = c->m * bitnet_t2_row_bytes(c->k);
+    t->nd = bench_n_scales(t->kind, t->group, c->m, c->k);
+}
+
+int bench_check_f32_ref(float *ref, bitnet_status st, const float *y, uint64_t n, uint32_t max_ulp, double nmse,
+                        char *why, size_t wn)
+{
+    int bad = 1;
+    if (!ref) snprintf(why, wn, "out of memory for the reference");
+    else if (st) snprintf(why, wn, "reference failed: %s", bitnet_strerror(st));
+    else if (nmse > 0) bad = bench_check_nmse(y, ref, n, nmse, why, wn);
+    else bad = bench_check_ulp(y, ref, n, max_ulp, why, wn);
+    free(ref);
+    return bad;
+}
+
+bitnet_status bench_setup_none(bench_case *c)
+{
+    (void)c;
+    return BITNET_OK;
 }

@@ -22,12 +22,6 @@ static void copy_sizes(const bench_case *c, uint64_t *moved, uint64_t *set_bytes
     *set_bytes = 0; /* the library allocates its own buffers */
 }
 
-static bitnet_status copy_setup(bench_case *c)
-{
-    (void)c;
-    return BITNET_OK;
-}
-
 static bitnet_status copy_run(bench_case *c, bitnet_backend *be, size_t set, double *ms)
 {
     double copy_gbs = 0, read_gbs = 0;
@@ -43,5 +37,5 @@ static bitnet_status copy_run(bench_case *c, bitnet_backend *be, size_t set, dou
 
 const bench_op bench_op_copy = {
     .name = "copy", .shape = BENCH_SHAPE_VECTOR,
-    .variants = copy_variants, .sizes = copy_sizes, .setup = copy_setup, .run = copy_run,
+    .variants = copy_variants, .sizes = copy_sizes, .setup = bench_setup_none, .run = copy_run,
 };

@@ -44,8 +44,7 @@ static void file_teardown(bench_case *c)
     if (*s->path) unlink(s->path);
     free(s->raw);
     free(s->back);
-    free(s);
-    c->st = NULL;
+    bench_state_free(c, 0);
 }
 
 static void tensor_of(const bench_case *c, file_state *s, bitnet_tensor *t)
@@ -101,9 +100,8 @@ static bitnet_status file_read(file_state *s)
 
 static bitnet_status file_setup(bench_case *c)
 {
-    file_state *s = calloc(1, sizeof *s);
+    file_state *s = bench_state_new(c, sizeof *s);
     if (!s) return BITNET_E_NOMEM;
-    c->st = s;
     s->write = strncmp(c->variant, "write", 5) == 0;
     if (sscanf(c->variant + (s->write ? 5 : 4), " z%d t%d", &s->level, &s->threads) < 1) return BITNET_E_INVALID;
     if (s->threads < 1) s->threads = 1;

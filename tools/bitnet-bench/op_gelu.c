@@ -25,14 +25,8 @@ static int gelu_check(bench_case *c, char *why, size_t wn)
 {
     bench_f32io *s = BENCH_F32IO(c);
     float *y = malloc(s->out_n * 4);
-    int bad = 1;
-    bitnet_status st;
-    if (!y) snprintf(why, wn, "out of memory for the reference");
-    else if ((st = bitnet_unary_ref(BITNET_UN_GELU, s->in[0][0], s->in_n, 0.0f, y)))
-        snprintf(why, wn, "reference failed: %s", bitnet_strerror(st));
-    else bad = bench_check_ulp(s->out[0], y, s->out_n, 4, why, wn);
-    free(y);
-    return bad;
+    bitnet_status st = y ? bitnet_unary_ref(BITNET_UN_GELU, s->in[0][0], s->in_n, 0.0f, y) : BITNET_E_NOMEM;
+    return bench_check_f32_ref(y, st, s->out[0], s->out_n, 4, 0, why, wn);
 }
 
 const bench_op bench_op_gelu = {

@@ -17,10 +17,7 @@ static bitnet_status ln_setup(bench_case *c)
     bitnet_status st = bench_f32io_setup(c, 1, c->m * c->k, c->m * c->k, -3.0f, 3.0f);
     bench_f32io *s = BENCH_F32IO(c);
     if (st) return st;
-    if (!(s->in[1] = bench_bufs_new(c->nsets, 8 * c->k))) return BITNET_E_NOMEM;
-    bench_fill_f32(s->in[1][0], 2 * c->k, c->opts->seed + 5, 0.5f, 1.5f);
-    bench_bufs_replicate(s->in[1], c->nsets, 8 * c->k);
-    return BITNET_OK;
+    return (s->in[1] = bench_bufs_f32(c->nsets, 2 * c->k, c->opts->seed + 5, 0.5f, 1.5f)) ? BITNET_OK : BITNET_E_NOMEM;
 }
 
 static bitnet_status ln_run(bench_case *c, bitnet_backend *be, size_t set, double *ms)
@@ -36,14 +33,8 @@ static int ln_check(bench_case *c, char *why, size_t wn)
     bench_f32io *s = BENCH_F32IO(c);
     const float *wb = s->in[1][0];
     float *y = malloc(s->out_n * 4);
-    int bad = 1;
-    bitnet_status st;
-    if (!y) snprintf(why, wn, "out of memory for the reference");
-    else if ((st = bitnet_layernorm_ref(s->in[0][0], c->m, c->k, wb, wb + c->k, 1e-5f, y)))
-        snprintf(why, wn, "reference failed: %s", bitnet_strerror(st));
-    else bad = bench_check_nmse(s->out[0], y, s->out_n, 1e-12, why, wn);
-    free(y);
-    return bad;
+    bitnet_status st = y ? bitnet_layernorm_ref(s->in[0][0], c->m, c->k, wb, wb + c->k, 1e-5f, y) : BITNET_E_NOMEM;
+    return bench_check_f32_ref(y, st, s->out[0], s->out_n, 0, 1e-12, why, wn);
 }
 
 const bench_op bench_op_layernorm = {

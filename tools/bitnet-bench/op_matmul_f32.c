@@ -20,28 +20,17 @@ static void mm_sizes(const bench_case *c, uint64_t *moved, uint64_t *set_bytes)
 static void mm_teardown(bench_case *c)
 {
     mm_state *s = c->st;
-    if (!s) return;
-    bench_bufs_free(s->w, c->nsets);
-    bench_bufs_free(s->x, c->nsets);
-    bench_bufs_free(s->y, c->nsets);
-    free(s);
-    c->st = NULL;
+    if (s) bench_state_free(c, 3, s->w, s->x, s->y);
 }
 
 static bitnet_status mm_setup(bench_case *c)
 {
-    mm_state *s = calloc(1, sizeof *s);
+    mm_state *s = bench_state_new(c, sizeof *s);
     if (!s) return BITNET_E_NOMEM;
-    c->st = s;
-    s->w = bench_bufs_new(c->nsets, c->m * c->k * 4);
-    s->x = bench_bufs_new(c->nsets, c->tokens * c->k * 4);
+    s->w = bench_bufs_f32(c->nsets, c->m * c->k, c->opts->seed, -0.1f, 0.1f);
+    s->x = bench_bufs_f32(c->nsets, c->tokens * c->k, c->opts->seed + 2, -2.0f, 2.0f);
     s->y = bench_bufs_new(c->nsets, c->tokens * c->m * 4);
-    if (!s->w || !s->x || !s->y) return BITNET_E_NOMEM;
-    bench_fill_f32(s->w[0], c->m * c->k, c->opts->seed, -0.1f, 0.1f);
-    bench_fill_f32(s->x[0], c->tokens * c->k, c->opts->seed + 2, -2.0f, 2.0f);
-    bench_bufs_replicate(s->w, c->nsets, c->m * c->k * 4);
-    bench_bufs_replicate(s->x, c->nsets, c->tokens * c->k * 4);
-    return BITNET_OK;
+    return s->w && s->x && s->y ? BITNET_OK : BITNET_E_NOMEM;
 }
 
 static bitnet_status mm_run(bench_case *c, bitnet_backend *be, size_t set, double *ms)
@@ -55,15 +44,9 @@ static int mm_check(bench_case *c, char *why, size_t wn)
 {
     mm_state *s = c->st;
     float *y = malloc(c->tokens * c->m * 4);
-    int bad = 1;
-    bitnet_status st;
-    if (!y) snprintf(why, wn, "out of memory for the reference");
-    else if ((st = bitnet_matmul_f32_ref(s->x[0], c->tokens, c->k, s->w[0], c->m, NULL, BITNET_ACT_NONE, y)))
-        snprintf(why, wn, "reference failed: %s", bitnet_strerror(st));
-    else
-        bad = bench_check_nmse(s->y[0], y, c->tokens * c->m, c->k > 4096 ? 1e-6 : 1e-9, why, wn);
-    free(y);
-    return bad;
+    bitnet_status st =
+        y ? bitnet_matmul_f32_ref(s->x[0], c->tokens, c->k, s->w[0], c->m, NULL, BITNET_ACT_NONE, y) : BITNET_E_NOMEM;
+    return bench_check_f32_ref(y, st, s->y[0], c->tokens * c->m, 0, c->k > 4096 ? 1e-6 : 1e-9, why, wn);
 }
 
 const bench_op bench_op_matmul_f32 = {

@@ -17,26 +17,17 @@ static void qa_sizes(const bench_case *c, uint64_t *moved, uint64_t *set_bytes)
 static void qa_teardown(bench_case *c)
 {
     qa_state *s = c->st;
-    if (!s) return;
-    bench_bufs_free(s->x, c->nsets);
-    bench_bufs_free(s->q, c->nsets);
-    bench_bufs_free(s->s, c->nsets);
-    free(s);
-    c->st = NULL;
+    if (s) bench_state_free(c, 3, s->x, s->q, s->s);
 }
 
 static bitnet_status qa_setup(bench_case *c)
 {
-    qa_state *s = calloc(1, sizeof *s);
+    qa_state *s = bench_state_new(c, sizeof *s);
     if (!s) return BITNET_E_NOMEM;
-    c->st = s;
-    s->x = bench_bufs_new(c->nsets, c->m * c->k * 4);
+    s->x = bench_bufs_f32(c->nsets, c->m * c->k, c->opts->seed, -4.0f, 4.0f);
     s->q = bench_bufs_new(c->nsets, c->m * c->k);
     s->s = bench_bufs_new(c->nsets, c->m * 4);
-    if (!s->x || !s->q || !s->s) return BITNET_E_NOMEM;
-    bench_fill_f32(s->x[0], c->m * c->k, c->opts->seed, -4.0f, 4.0f);
-    bench_bufs_replicate(s->x, c->nsets, c->m * c->k * 4);
-    return BITNET_OK;
+    return s->x && s->q && s->s ? BITNET_OK : BITNET_E_NOMEM;
 }
 
 static bitnet_status qa_run(bench_case *c, bitnet_backend *be, size_t set, double *ms)

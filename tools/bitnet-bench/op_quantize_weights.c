@@ -7,71 +7,53 @@
 
 typedef struct {
     void **w, **t2, **d;
-    bitnet_scale_kind kind;
-    uint32_t group;
-    uint64_t t2_bytes, nd;
+    bench_ternary t;
 } qw_state;
-
-static void qw_geometry(const bench_case *c, qw_state *s)
-{
-    bench_parse_scale(c->variant, &s->kind, &s->group);
-    s->t2_bytes = c->m * bitnet_t2_row_bytes(c->k);
-    s->nd = bench_n_scales(s->kind, s->group, c->m, c->k);
-}
 
 static void qw_sizes(const bench_case *c, uint64_t *moved, uint64_t *set_bytes)
 {
-    qw_state s;
-    qw_geometry(c, &s);
-    *moved = *set_bytes = c->m * c->k * 4 + s.t2_bytes + s.nd * 4;
+    bench_ternary t;
+    bench_ternary_of(c, &t);
+    *moved = *set_bytes = c->m * c->k * 4 + t.t2_bytes + t.nd * 4;
 }
 
 static void qw_teardown(bench_case *c)
 {
     qw_state *s = c->st;
-    if (!s) return;
-    bench_bufs_free(s->w, c->nsets);
-    bench_bufs_free(s->t2, c->nsets);
-    bench_bufs_free(s->d, c->nsets);
-    free(s);
-    c->st = NULL;
+    if (s) bench_state_free(c, 3, s->w, s->t2, s->d);
 }
 
 static bitnet_status qw_setup(bench_case *c)
 {
-    qw_state *s = calloc(1, sizeof *s);
+    qw_state *s = bench_state_new(c, sizeof *s);
     if (!s) return BITNET_E_NOMEM;
-    c->st = s;
-    qw_geometry(c, s);
-    s->w = bench_bufs_new(c->nsets, c->m * c->k * 4);
-    s->t2 = bench_bufs_new(c->nsets, s->t2_bytes);
-    s->d = bench_bufs_new(c->nsets, s->nd * 4);
-    if (!s->w || !s->t2 || !s->d) return BITNET_E_NOMEM;
-    bench_fill_f32(s->w[0], c->m * c->k, c->opts->seed, -1.0f, 1.0f);
-    bench_bufs_replicate(s->w, c->nsets, c->m * c->k * 4);
-    return BITNET_OK;
+    bench_ternary_of(c, &s->t);
+    s->w = bench_bufs_f32(c->nsets, c->m * c->k, c->opts->seed, -1.0f, 1.0f);
+    s->t2 = bench_bufs_new(c->nsets, s->t.t2_bytes);
+    s->d = bench_bufs_new(c->nsets, s->t.nd * 4);
+    return s->w && s->t2 && s->d ? BITNET_OK : BITNET_E_NOMEM;
 }
 
 static bitnet_status qw_run(bench_case *c, bitnet_backend *be, size_t set, double *ms)
 {
     qw_state *s = c->st;
     (void)ms;
-    return bitnet_quantize_weights(be, s->w[set], c->m, c->k, s->kind, s->group, s->t2[set], s->d[set]);
+    return bitnet_quantize_weights(be, s->w[set], c->m, c->k, s->t.kind, s->t.group, s->t2[set], s->d[set]);
 }
 
 static int qw_check(bench_case *c, char *why, size_t wn)
 {
     qw_state *s = c->st;
-    uint8_t *t2 = malloc(s->t2_bytes ? s->t2_bytes : 1);
-    float *d = malloc(s->nd * 4);
+    uint8_t *t2 = malloc(s->t.t2_bytes ? s->t.t2_bytes : 1);
+    float *d = malloc(s->t.nd * 4);
     int bad = 1;
     bitnet_status st;
     if (!t2 || !d) snprintf(why, wn, "out of memory for the reference");
-    else if ((st = bitnet_quantize_weights_ref(s->w[0], c->m, c->k, s->kind, s->group, t2, d)))
+    else if ((st = bitnet_quantize_weights_ref(s->w[0], c->m, c->k, s->t.kind, s->t.group, t2, d)))
         snprintf(why, wn, "reference failed: %s", bitnet_strerror(st));
     else
-        bad = bench_check_bytes(s->t2[0], t2, s->t2_bytes, "T2 codes", why, wn) ||
-              bench_check_bytes(s->d[0], d, s->nd * 4, "scales", why, wn);
+        bad = bench_check_bytes(s->t2[0], t2, s->t.t2_bytes, "T2 codes", why, wn) ||
+              bench_check_bytes(s->d[0], d, s->t.nd * 4, "scales", why, wn);
     free(t2);
     free(d);
     return bad;

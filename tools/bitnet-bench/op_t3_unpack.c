@@ -21,18 +21,14 @@ static void t3_teardown(bench_case *c)
 {
     t3_state *s = c->st;
     if (!s) return;
-    bench_bufs_free(s->t3, c->nsets);
-    bench_bufs_free(s->t2, c->nsets);
     free(s->q);
-    free(s);
-    c->st = NULL;
+    bench_state_free(c, 2, s->t3, s->t2);
 }
 
 static bitnet_status t3_setup(bench_case *c)
 {
-    t3_state *s = calloc(1, sizeof *s);
+    t3_state *s = bench_state_new(c, sizeof *s);
     if (!s) return BITNET_E_NOMEM;
-    c->st = s;
     const uint64_t rb = bitnet_t3_row_bytes(c->k);
     s->t3_bytes = c->m * rb;
     s->t2_bytes = c->m * bitnet_t2_row_bytes(c->k);

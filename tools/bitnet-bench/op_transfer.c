@@ -21,12 +21,6 @@ static void tr_sizes(const bench_case *c, uint64_t *moved, uint64_t *set_bytes)
     *set_bytes = 0; /* the library allocates its own buffers */
 }
 
-static bitnet_status tr_setup(bench_case *c)
-{
-    (void)c;
-    return BITNET_OK;
-}
-
 static bitnet_status tr_run(bench_case *c, bitnet_backend *be, size_t set, double *ms)
 {
     double h2d = 0, d2h = 0;
@@ -40,5 +34,5 @@ static bitnet_status tr_run(bench_case *c, bitnet_backend *be, size_t set, doubl
 
 const bench_op bench_op_transfer = {
     .name = "transfer", .shape = BENCH_SHAPE_VECTOR, .device_only = 1,
-    .variants = tr_variants, .sizes = tr_sizes, .setup = tr_setup, .run = tr_run,
+    .variants = tr_variants, .sizes = tr_sizes, .setup = bench_setup_none, .run = tr_run,
 };

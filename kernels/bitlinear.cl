@@ -225,6 +225,12 @@ inline int bl_warp_sum_emu(int v, __local int *scr, int lane)
     }
     return v;
 }
+/* a's bytes unsigned, b's signed */
+inline int bl_dp4a_us(uint a, int b, int c)
+{
+    for (int i = 0; i < 32; i += 8) c += (int)(uchar)(a >> i) * (int)(char)(b >> i);
+    return c;
+}
 #define BL_WSCRATCH(warps) __local int wscr_[32 * (warps)]
 #define BL_WSUM(v) bl_warp_sum_emu((v), wscr_ + 32 * get_local_id(1), get_local_id(0))
 #else
@@ -243,6 +249,12 @@ inline int bl_warp_sum(int v)
     }
     return v;
 }
+inline int bl_dp4a_us(uint a, int b, int c)
+{
+    int r;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+}
 #define BL_WSCRATCH(warps)
 #define BL_WSUM(v) bl_warp_sum(v)
 #endif
@@ -256,6 +268,9 @@ inline int bl_warp_sum(int v)
 #endif
 #ifndef NV_TEST_V2
 #define NV_TEST_V2 0
+#endif
+#ifndef NV_TEST_V3
+#define NV_TEST_V3 0
 #endif
 /* Four signed codes of one word at shift k, as bytes -1..1. */
 inline int bl_q4(uint cw, int k)
@@ -367,7 +382,7 @@ inline int bl_block_dot(const int *q, const int4 *xv, int acc)
  * (<= NV_TT) of the pass from t0, reading the block's 128 activations of a
  * token with XLOAD (from L1 or local memory, once per row).  Rows past
  * `out` compute on zero codes and store nothing. */
-#define BL_NV_BODY(XLOAD, INIT)                                                                                \
+#define BL_NV_BODY(XLOAD, INIT, QFN, DOTFN, XCORR)                                                             \
     int acc[NV_ROWS][NV_TT];                                                                                  \
     for (int r = 0; r < NV_ROWS; r++)                                                                         \
         for (int i = 0; i < NV_TT; i++) acc[r][i] = (INIT);                                                   \
@@ -385,12 +400,12 @@ inline int bl_block_dot(const int *q, const int4 *xv, int acc)
             if (b >= nblocks) break;                                                                          \
             for (int r = 0; r < NV_ROWS; r++) {                                                               \
                 int q[32];                                                                                    \
-                bl_block_q(wv[r][u][0], wv[r][u][1], q);                                                      \
+                QFN(wv[r][u][0], wv[r][u][1], q);                                                             \
                 for (int i = 0; i < NV_TT; i++) {                                                             \
                     if (i >= nt) break;                                                                       \
                     int4 xv[8];                                                                               \
                     for (int c = 0; c < 8; c++) xv[c] = XLOAD(i, b, c);                                       \
-                    acc[r][i] = bl_block_dot(q, xv, acc[r][i]);                                               \
+                    acc[r][i] = DOTFN(q, xv, acc[r][i]);                                                      \
                 }                                                                                             \
             }                                                                                                 \
         }                                                                                                     \
@@ -400,10 +415,12 @@ inline int bl_block_dot(const int *q, const int4 *xv, int acc)
             const int a = BL_WSUM(acc[r][i]);                                                                 \
             const bn_size row = r0 + (bn_size)r;                                                              \
             if (lane == 0 && row < out && i < nt) {                                                           \
-                const float v = bl_scale(a, per_row ? d[row] : d[0], xs[t0 + i]);                             \
+                const float v = bl_scale(a - (XCORR(i)), per_row ? d[row] : d[0], xs[t0 + i]);                \
                 bl_store(y, (t0 + i) * out + row, v, bias, has_bias, row, act, perturb);                      \
             }                                                                                                 \
         }
+
+#define BL_NOCORR(i) 0
 
 /* Variant 1: activations read from global memory (L1/L2), int4 x8 per
  * block and token. */
@@ -419,7 +436,7 @@ void bl_gemv_nv1(__global const uint4 *w, __global const int4 *xg, __global cons
     const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * NV_ROWS, nx = xstride / 16;
     for (bn_size t0 = 0; t0 < tokens; t0 += NV_TT) {
         const int nt = tokens - t0 < NV_TT ? (int)(tokens - t0) : NV_TT;
-        BL_NV_BODY(BL_XG, NV_TEST_V1)
+        BL_NV_BODY(BL_XG, NV_TEST_V1, bl_block_q, bl_block_dot, BL_NOCORR)
     }
 }
 
@@ -446,7 +463,64 @@ void bl_gemv_nv2(__global const uint4 *w, __global const int4 *xg, __global cons
             xl[i * nx + (c & 7) * nblocks + (c >> 3)] = xg[(t0 + i) * nx + c];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        BL_NV_BODY(BL_XL, NV_TEST_V2)
+        BL_NV_BODY(BL_XL, NV_TEST_V2, bl_block_q, bl_block_dot, BL_NOCORR)
+    }
+}
+/* Variant 3: as 2, with the codes left unsigned and unshifted: word & (3 <<
+ * 2k) holds code * 4^k per byte (<= 192), so one AND decodes four weights,
+ * dp4a.u32.s32 sums code * x, the four shifts of a block are summed apart
+ * and divided back exactly (each sum is a multiple of 4^k), and the host's
+ * per-token sum of the activations is taken off once: sum (code - 1) x =
+ * sum code x - sum x (padding columns have x = 0). */
+inline void bl_block_qu(uint4 w0, uint4 w1, int *q)
+{
+    for (int k = 0; k < 4; k++) {
+        const uint m = 0x03030303u << (2 * k);
+        q[8 * k + 0] = (int)(w0.x & m);
+        q[8 * k + 1] = (int)(w0.y & m);
+        q[8 * k + 2] = (int)(w0.z & m);
+        q[8 * k + 3] = (int)(w0.w & m);
+        q[8 * k + 4] = (int)(w1.x & m);
+        q[8 * k + 5] = (int)(w1.y & m);
+        q[8 * k + 6] = (int)(w1.z & m);
+        q[8 * k + 7] = (int)(w1.w & m);
+    }
+}
+inline int bl_block_dotu(const int *q, const int4 *xv, int acc)
+{
+    int p[4];
+    for (int k = 0; k < 4; k++) {
+        const int4 a = xv[2 * k], b = xv[2 * k + 1];
+        int s = bl_dp4a_us((uint)q[8 * k + 0], a.x, 0);
+        s = bl_dp4a_us((uint)q[8 * k + 1], a.y, s);
+        s = bl_dp4a_us((uint)q[8 * k + 2], a.z, s);
+        s = bl_dp4a_us((uint)q[8 * k + 3], a.w, s);
+        s = bl_dp4a_us((uint)q[8 * k + 4], b.x, s);
+        s = bl_dp4a_us((uint)q[8 * k + 5], b.y, s);
+        s = bl_dp4a_us((uint)q[8 * k + 6], b.z, s);
+        p[k] = bl_dp4a_us((uint)q[8 * k + 7], b.w, s);
+    }
+    return acc + p[0] + p[1] / 4 + p[2] / 16 + p[3] / 64; /* exact: multiples */
+}
+#define BL_XSUM(i) xsum[t0 + (bn_size)(i)]
+__kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
+void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
+                 const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
+                 const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
+                 const long perturb, __local int4 *xl, const int tt, __global const int *xsum)
+{
+    BL_WSCRATCH(NV_WARPS);
+    const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
+    const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * NV_ROWS, nx = xstride / 16;
+    for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
+        const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (bn_size j = lid; j < (bn_size)nt * nx; j += 32 * NV_WARPS) {
+            const bn_size i = j / nx, c = j % nx;
+            xl[i * nx + (c & 7) * nblocks + (c >> 3)] = xg[(t0 + i) * nx + c];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        BL_NV_BODY(BL_XL, NV_TEST_V3, bl_block_qu, bl_block_dotu, BL_XSUM)
     }
 }
 #endif

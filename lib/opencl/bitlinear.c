@@ -21,6 +21,10 @@
  *                     work-group and pass; when one token's row does not fit
  *                     (NV_LMEM bytes, default and cap: the device's local
  *                     memory less 1 KiB) it falls back to variant 1.
+ *   BITNET_GEMV_NV=3  bl_gemv_nv3: as 2, with codes decoded by one AND per word
+ *                     (unsigned, unshifted: dp4a.u32.s32, the four shifts of a
+ *                     block summed apart) and the per-token activation sums
+ *                     (made here) taken off; falls back to variant 1 as 2 does.
  *   BITNET_GEMV_OPTS="-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=8
  *                     -DNV_LMEM=32768" is appended to the build options
  *                     (the kernel defaults: 4, 2, 2, 4); the host reads the
@@ -85,7 +89,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     bitnet_status st = BITNET_OK;
     int8_t *xq = NULL;
     float *xs = NULL, *yhost = NULL;
-    cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL;
+    cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL, bsum = NULL;
+    int32_t *xsum = NULL;
 
     /* sizes were checked by bn_bitlinear_check (each fits size_t) */
     const size_t wbytes = (size_t)out * rb, xbytes = (size_t)T * xstride, ybytes = (size_t)(T * out) * sizeof(float);
@@ -117,7 +122,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const char *eopts = getenv("BITNET_GEMV_OPTS");
     if (!eopts) eopts = "";
     const char *ev = getenv("BITNET_GEMV_NV");
-    const int nvv = ev && (strcmp(ev, "1") == 0 || strcmp(ev, "2") == 0) ? ev[0] - '0' : 0;
+    const int nvv = ev && ev[0] >= '1' && ev[0] <= '3' && ev[1] == '\0' ? ev[0] - '0' : 0;
     const long nv_warps = opt_value(eopts, "NV_WARPS", 4), nv_rows = opt_value(eopts, "NV_ROWS", 2),
                nv_tt = opt_value(eopts, "NV_TT", 4);
     size_t nv_lmem = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;
@@ -128,7 +133,9 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const cl_int nv_tt_run = (cl_int)tt_fit; /* variant 2: tokens staged per pass */
     if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !want_portable()) || emulate)
-        kname = nvv == 2 && nv_tt_run > 0 ? "bl_gemv_nv2" : nvv >= 1 ? "bl_gemv_nv1" : "bl_gemv_nv";
+        kname = nvv >= 2 && nv_tt_run > 0 ? (nvv == 3 ? "bl_gemv_nv3" : "bl_gemv_nv2")
+                : nvv >= 1                      ? "bl_gemv_nv1"
+                                                : "bl_gemv_nv";
     else if (T > GEMM_MIN_TOKENS) kname = "bl_gemm";
     else kname = "bl_gemv";
     char opts[512];
@@ -151,6 +158,19 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         (st = bn_ocl_upload(o, bd, 0, w->d, nd * sizeof(float))))
         goto out;
     if (io->bias && (st = bn_ocl_upload(o, bb, 0, io->bias, (size_t)out * sizeof(float)))) goto out;
+    const int nv3 = strcmp(kname, "bl_gemv_nv3") == 0;
+    if (nv3) { /* per-token sums of the activations (int32 like every sum of the op) */
+        xsum = malloc((size_t)T * sizeof *xsum);
+        if (!xsum) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
+        for (uint64_t t = 0; t < T; t++) {
+            int32_t sum = 0;
+            for (size_t i = 0; i < xstride; i++) sum += xq[t * xstride + i];
+            xsum[t] = sum;
+        }
+        if ((st = bn_ocl_alloc(o, (size_t)T * sizeof *xsum, &bsum)) ||
+            (st = bn_ocl_upload(o, bsum, 0, xsum, (size_t)T * sizeof *xsum)))
+            goto out;
+    }
 
     const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
     const cl_ulong c_out = out, c_tok = T, c_in = in, c_xstride = xstride, c_nhalf = 2 * nblocks, c_nblocks = nblocks;
@@ -170,13 +190,15 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         const int gemm = strcmp(kname, "bl_gemm") == 0, nv = strcmp(kname, "bl_gemv_nv") == 0;
         const int nv12 = strncmp(kname, "bl_gemv_nv", 10) == 0 && kname[10] != '\0';
         const cl_ulong c_len = gemm || nv12 ? c_nblocks : c_nhalf;
-        /* bl_gemv_nv2 takes two more: its local staging buffer and tokens per pass */
-        const int nargs = strcmp(kname, "bl_gemv_nv2") == 0 ? 16 : 14;
+        /* bl_gemv_nv2 takes two more: its local staging buffer and tokens per pass;
+         * bl_gemv_nv3 a third: the per-token sums */
+        const int nargs = nv3 ? 17 : strcmp(kname, "bl_gemv_nv2") == 0 ? 16 : 14;
         st = bn_ocl_args(o, k, nargs, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd,
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len,
                          sizeof c_xstride, &c_xstride, sizeof perturb, &perturb,
-                         (size_t)nv_tt_run * xstride, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run);
+                         (size_t)nv_tt_run * xstride, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run,
+                         sizeof bsum, &bsum);
         if (nv12) {
             const uint64_t per_wg = (uint64_t)nv_warps * (uint64_t)nv_rows;
             local[0] = 32;
@@ -213,6 +235,8 @@ out:
     bn_ocl_release(o, bd);
     bn_ocl_release(o, bb);
     bn_ocl_release(o, by);
+    if (bsum) bn_ocl_release(o, bsum);
+    free(xsum);
     free(xq);
     free(xs);
     if (yhost != io->y) free(yhost);

@@ -384,6 +384,9 @@ static const nvconf nvconfs[] = {
     {"1", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
     {"2", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
     {"2", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
+    {"3", ""},
+    {"3", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
+    {"3", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
 };
 #define NNVCONF (sizeof nvconfs / sizeof nvconfs[0])
 
@@ -454,13 +457,14 @@ static void test_opencl_nv_emulated(void **state)
 
     /* The test can fail, and the variant asked for is the one that runs:
      * -DNV_TEST_V<n>=m starts each lane's sums of variant n at m, so with
-     * d = s = 1 every output is off by exactly 32 m.  Variant 2 without room
-     * for one token's activations (in 4097 > NV_LMEM) must run variant 1. */
-    static const nvconf hook[] = {{"0", ""}, {"1", ""}, {"2", ""}};
-    static const char *const hook_opts = "-DNV_LMEM=4096 -DNV_TEST_V0=1 -DNV_TEST_V1=2 -DNV_TEST_V2=3";
+     * d = s = 1 every output is off by exactly 32 m.  Variants 2 and 3
+     * without room for one token's activations (in 4097 > NV_LMEM) must run
+     * variant 1. */
+    static const nvconf hook[] = {{"0", ""}, {"1", ""}, {"2", ""}, {"3", ""}};
+    static const char *const hook_opts = "-DNV_LMEM=4096 -DNV_TEST_V0=1 -DNV_TEST_V1=2 -DNV_TEST_V2=3 -DNV_TEST_V3=4";
     static const uint64_t hook_in[] = {255, 4097};
     for (size_t a = 0; a < 2; a++)
-        for (int vv = 0; vv < 3; vv++) {
+        for (int vv = 0; vv < 4; vv++) {
             rcase c;
             case_make(&c, hook_in[a], 9, 3, BITNET_SCALE_TENSOR, 0);
             c.d[0] = 1.0f;
@@ -474,7 +478,7 @@ static void test_opencl_nv_emulated(void **state)
             nv_env(&nc);
             assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
             nv_env_clear();
-            const int ran = vv == 2 && hook_in[a] == 4097 ? 1 : vv;
+            const int ran = vv >= 2 && hook_in[a] == 4097 ? 1 : vv;
             for (uint64_t i = 0; i < c.tokens * c.out; i++) assert_true(got.y[i] - ref.y[i] == 32.0f * (float)(ran + 1));
             ob_free(&ref);
             ob_free(&got);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "bitnet.h"
+#include "testutil.h"
 
 #define SHAPE(r, ...) ((bitnet_shape){(r), {__VA_ARGS__}})
 
@@ -36,10 +37,7 @@ static inline float *rand_floats(uint64_t n, uint64_t seed)
     float *x = malloc((n ? n : 1) * sizeof *x);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
     for (uint64_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        float v = (float)((double)(s >> 11) / 9007199254740992.0 * 2 - 1);
+        float v = tu_randf53(&s);
         x[i] = v == 0 ? 0.5f : v;
     }
     return x;

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "testutil.h"
 #include "cpu/cpu.h"
 
 /* ---- thread pool --------------------------------------------------------------- */
@@ -208,17 +209,7 @@ static void test_env_device(void **state)
 
 /* ---- scale ------------------------------------------------------------------------ */
 
-static float *random_floats(uint64_t n, uint32_t seed)
-{
-    float *x = calloc(n ? n : 1, sizeof *x);
-    if (!x) abort();
-    for (uint64_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        int v = (int)(seed >> 9) % 20001 - 10000;
-        x[i] = (float)(v ? v : 7) / 1000.0f;
-    }
-    return x;
-}
+static float *random_floats(uint64_t n, uint32_t seed) { return tu_lcg_floats(n, seed, 7, 1000.0f); }
 
 static const uint64_t sizes[] = {1, 3, 17, 255, 4097, 1u << 20};
 

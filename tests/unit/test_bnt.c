@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "bitnet.h"
+#include "testutil.h"
 #include "internal_io.h"
 
 #include <errno.h>
@@ -28,13 +29,7 @@
 /* ---- helpers ------------------------------------------------------------- */
 
 static uint64_t rng = 88172645463325252ull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
+static uint32_t rnd(void) { return tu_rand32(&rng); }
 
 /* pattern 0: random bytes (incompressible); 1: compressible */
 static void make_tensor(bitnet_tensor *t, const char *name, bitnet_dtype dt, uint32_t rank, const uint64_t *dims,

@@ -16,15 +16,10 @@
 #include <string.h>
 
 #include "bitnet.h"
+#include "testutil.h"
 
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
-static float rndf(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (float)((double)(rng_state >> 11) / 9007199254740992.0 * 2.0 - 1.0);
-}
+static float rndf(void) { return tu_randf53(&rng_state); }
 
 /* float64 model of the same product, activations written from their formulas */
 static double act64(bitnet_act a, double v)

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend.h"
+#include "testutil.h"
 #include "opencl/ocl.h"
 
 static int have_device;
@@ -44,17 +45,7 @@ static void logger(void *user, bitnet_log_level level, const char *msg)
     }
 }
 
-static float *random_floats(uint64_t n, uint32_t seed)
-{
-    float *x = calloc(n ? n : 1, sizeof *x);
-    if (!x) abort();
-    for (uint64_t i = 0; i < n; i++) {
-        seed = seed * 1664525u + 1013904223u;
-        int v = (int)(seed >> 9) % 20001 - 10000;
-        x[i] = (float)(v ? v : 3) / 997.0f;
-    }
-    return x;
-}
+static float *random_floats(uint64_t n, uint32_t seed) { return tu_lcg_floats(n, seed, 3, 997.0f); }
 
 /* A fresh, empty cache directory for one test. */
 static void fresh_cache(const char *name)

@@ -12,17 +12,13 @@
 #include <cmocka.h>
 
 #include "bitnet.h"
+#include "testutil.h"
 
 static int8_t *rand_codes(uint64_t n, uint64_t seed)
 {
     int8_t *q = malloc(n ? n : 1);
     uint64_t s = seed * 0x9E3779B97F4A7C15ull + 7;
-    for (uint64_t i = 0; i < n; i++) {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        q[i] = (int8_t)((s >> 20) % 3) - 1;
-    }
+    for (uint64_t i = 0; i < n; i++) q[i] = (int8_t)((tu_xorshift(&s) >> 20) % 3) - 1;
     return q;
 }
 

@@ -22,16 +22,11 @@
 
 #include "bitnet.h"
 #include "cpu/quantize.h" /* exact-sum and division helpers (internal) */
+#include "testutil.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ull;
-static uint32_t rnd(void)
-{
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+static uint32_t rnd(void) { return tu_rand32(&rng); }
+static float rndf(void) { return tu_randf32(&rng); }
 static float bits_f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 static uint32_t f_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 

@@ -1,0 +1,24 @@
+/*
+ * testutil.h - helpers shared by the unit tests (tests/unit/testutil.c is
+ * linked into every one): the seeded random generators they draw data from.
+ * Each test keeps its own state and seed, so its data does not depend on
+ * what other tests draw.
+ */
+#ifndef BITNET_TESTUTIL_H
+#define BITNET_TESTUTIL_H
+
+#include <stdint.h>
+
+/* One xorshift64 step (13, 7, 17) of *state (nonzero); returns the new state. */
+uint64_t tu_xorshift(uint64_t *state);
+/* 32 random bits: bits 16..47 of the next xorshift state. */
+uint32_t tu_rand32(uint64_t *state);
+/* Uniform in [-1, 1) from 32 bits (tu_rand32). */
+float tu_randf32(uint64_t *state);
+/* Uniform in [-1, 1) from the top 53 bits of the next xorshift state. */
+float tu_randf53(uint64_t *state);
+/* n floats (malloc'd, aborts on failure) from the LCG seed = seed * 1664525
+ * + 1013904223: v = (seed >> 9) % 20001 - 10000, x = (v ? v : zero) / div. */
+float *tu_lcg_floats(uint64_t n, uint32_t seed, int zero, float div);
+
+#endif

@@ -272,12 +272,16 @@ __kernel void q_dequant_a(__global const char *q, bn_size rows, bn_size cols, __
  * a multiple of u below 2^53 u, so no addition rounded and the double IS
  * the exact sum (any order, any device with IEEE double addition).  Other
  * work-items (wide range, subnormals: rare, and a few dozen values each)
- * read their values again and add them exactly as integers.  Either way the
- * work-item's exact sum goes into 11 carry-save 32-bit limbs (unit 2^-149)
- * in local memory, the segment adds them as integers (exact, any order),
- * and its first work-item writes the piece: the short form when the exact
- * sum has at most 64 significant bits, else the 11 carried limbs (the same
- * two forms as q_absum, merged by the same host code). */
+ * read their values again and add them exactly as integers.  Combining
+ * the work-items: each exact double is an integer m 2^sh (unit 2^-149); when
+ * no item of the work-group needed the integer pass and each segment's items
+ * lie within 119 bits above the segment's lowest bit E, the segment adds
+ * m 2^(sh - E) as 128-bit integers (two words with carries: cheap in local
+ * memory); otherwise the whole work-group adds 11 carry-save 32-bit limbs.
+ * Integer addition is exact in any order.  The segment's first work-item
+ * writes the piece: the short form when the sum has at most 64 significant
+ * bits, else carry-save limbs (the two forms of q_absum, merged by the same
+ * host code). */
 #ifdef Q_GPU
 #ifndef Q_GWG
 #define Q_GWG 256 /* work-group size of q_absum_gpu (power of two, <= 512: 88 bytes of local memory per item) */
@@ -301,15 +305,73 @@ inline void qg_add_exact(__local ulong *r, uint u)
 
 inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
 
+/* Runs BODY on each |w| bits u of the item's share of [b, e) (coalesced). */
+#define QG_FOR_EACH(BODY)                                                                  \
+    if (vec) {                                                                             \
+        for (bn_size i = b + tid; i < b4 * 4 && i < e; i += seg) {                         \
+            uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \
+            BODY;                                                                          \
+        }                                                                                  \
+        for (bn_size i = b4 + tid; i < e4; i += seg) {                                     \
+            const uint4 u4 = as_uint4(((__global const float4 *)ws)[i]) & (uint4)0x7fffffffu; \
+            uint u = u4.x;                                                                 \
+            BODY;                                                                          \
+            u = u4.y;                                                                      \
+            BODY;                                                                          \
+            u = u4.z;                                                                      \
+            BODY;                                                                          \
+            u = u4.w;                                                                      \
+            BODY;                                                                          \
+        }                                                                                  \
+        for (bn_size i = (e4 > b4 ? e4 : b4) * 4 + tid; i < e; i += seg) {                 \
+            uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \
+            BODY;                                                                          \
+        }                                                                                  \
+    } else {                                                                               \
+        for (bn_size i = b + tid; i < e; i += seg) {                                       \
+            uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \
+            BODY;                                                                          \
+        }                                                                                  \
+    }
+
+inline ulong qg_ctz64(ulong x) { return 63UL - clz(x & (0UL - x)); }
+
+/* Writes a piece: v = lo + hi 2^64 (units 2^(e - 149)) in the short form when
+ * it has at most 64 significant bits, else as 11 carried 32-bit limbs. */
+inline void qg_write(__global ulong *p, ulong lo, ulong hi, uint e)
+{
+    if (lo == 0 && hi == 0) {
+        for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
+        return;
+    }
+    uint tz = lo ? (uint)qg_ctz64(lo) : 64u + (uint)qg_ctz64(hi);
+    if (tz >= 64u) lo = hi >> (tz - 64u), hi = 0;
+    else if (tz) lo = (lo >> tz) | (hi << (64u - tz)), hi >>= tz;
+    e += tz;
+    if (hi == 0 && e <= 224u) {
+        p[0] = lo & 0xffffffffUL;
+        p[1] = lo >> 32;
+        p[2] = e;
+        p[Q_LIMBS - 1] = Q_SHORT;
+        return;
+    }
+    ulong wd[Q_LIMBS + 4];
+    for (int k = 0; k < Q_LIMBS + 4; k++) wd[k] = 0;
+    q_add_shifted(wd, lo, e);
+    q_add_shifted(wd, hi, e + 64u);
+    for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k]; /* carry-save, below 2^34 each (the top one < 2^34 too) */
+}
+
 __kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
 q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
             bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
 {
     __local ulong red[Q_LIMBS * Q_GWG];
+    __local uint smin[Q_GWG], smax[Q_GWG];
+    __local volatile uint wide;
     const uint lid = get_local_id(0), tid = lid % seg;
     const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
-    __local ulong *r = red + lid;
-    for (uint k = 0; k < Q_LIMBS; k++) r[k * Q_GWG] = 0;
+    if (lid == 0) wide = 0;
     bn_size b = 0, e = 0, start = 0;
     if (gs < nseg) {
         bn_size len, sl = gs / pieces, pc = gs % pieces;
@@ -319,62 +381,71 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     }
     __global const float *ws = w + start;
     const int vec = (start & 3) == 0;
-    /* pass 0: in double; pass 1 (only where pass 0 may have rounded): exact */
-    uint mx = 0, mn = 0xffffffffu, cnt = 0, slow = 0;
+    const bn_size b4 = (b + 3) / 4, e4 = e / 4;
+    /* pass 1: in double, with the exponent range and count */
+    uint mx = 0, mn = 0xffffffffu, cnt = 0;
     double acc = 0.0;
-    for (uint pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            if (mx >= 0x7f800000u) {
-                flag[0] = 1u;
-                break;
-            }
-            if (mn == 0xffffffffu) break; /* all zero */
-            uint emin = (mn + 1u) >> 23, emax = mx >> 23;
-            slow = emin == 0 || emax - emin + (32u - clz(cnt)) > 29u;
-            if (!slow) break;
-        }
-        if (vec) {
-            const bn_size b4 = (b + 3) / 4, e4 = e / 4;
-            /* head (only when b is not a multiple of 4: never, pieces are) and tail, scalar */
-            for (bn_size i = b + tid; i < b4 * 4 && i < e; i += seg) {
-                uint u = as_uint(ws[i]) & 0x7fffffffu;
-                if (pass) qg_add_exact(r, u);
-                else mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++;
-            }
-            __global const float4 *w4 = (__global const float4 *)ws;
-            for (bn_size i = b4 + tid; i < e4; i += seg) {
-                uint4 u = as_uint4(w4[i]) & (uint4)0x7fffffffu;
-                if (pass) {
-                    qg_add_exact(r, u.x), qg_add_exact(r, u.y), qg_add_exact(r, u.z), qg_add_exact(r, u.w);
-                } else {
-                    mx = max(mx, max(max(u.x, u.y), max(u.z, u.w)));
-                    uint4 m1 = u - (uint4)1u;
-                    mn = min(mn, min(min(m1.x, m1.y), min(m1.z, m1.w)));
-                    acc += (double)as_float(u.x);
-                    acc += (double)as_float(u.y);
-                    acc += (double)as_float(u.z);
-                    acc += (double)as_float(u.w);
-                    cnt += 4;
-                }
-            }
-            for (bn_size i = (e4 > b4 ? e4 : b4) * 4 + tid; i < e; i += seg) {
-                uint u = as_uint(ws[i]) & 0x7fffffffu;
-                if (pass) qg_add_exact(r, u);
-                else mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++;
-            }
-        } else {
-            for (bn_size i = b + tid; i < e; i += seg) {
-                uint u = as_uint(ws[i]) & 0x7fffffffu;
-                if (pass) qg_add_exact(r, u);
-                else mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++;
-            }
-        }
+    QG_FOR_EACH((mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++));
+    const int bad = mx >= 0x7f800000u, zero = mn == 0xffffffffu;
+    if (bad) flag[0] = 1u;
+    const uint emin = (mn + 1u) >> 23, emax = mx >> 23;
+    const int slow = !bad && !zero && (emin == 0 || emax - emin + (32u - clz(cnt)) > 29u);
+    ulong m = 0;
+    uint sh = 0;
+    if (!bad && !zero && !slow) { /* acc = m 2^(x - 1075) exactly: m 2^sh units of 2^-149 */
+        ulong bits = as_ulong(acc);
+        m = (bits & 0xfffffffffffffUL) | 0x10000000000000UL;
+        int x = (int)(bits >> 52) - 926;
+        uint tz = (uint)qg_ctz64(m);
+        m >>= tz, x += (int)tz;
+        if (x < 0) m >>= -x, x = 0; /* exact: the sum is a multiple of 2^-149 */
+        sh = (uint)x;
     }
-    if (!slow && mx < 0x7f800000u && acc != 0.0) { /* the exact double m 2^(x - 1075) into limbs, unit 2^-149 */
-        ulong bits = as_ulong(acc), m = (bits & 0xfffffffffffffUL) | 0x10000000000000UL;
-        int sh = (int)(bits >> 52) - 926;
-        if (sh < 0) m >>= -sh, sh = 0; /* exact: the sum is a multiple of 2^-149 */
-        qg_add_shifted(r, m, (uint)sh);
+    barrier(CLK_LOCAL_MEM_FENCE); /* wide = 0 is seen */
+    if (slow) atomic_or(&wide, 1u);
+    smin[lid] = m ? sh : 0xffffffffu;
+    smax[lid] = m ? sh + 64u - (uint)clz(m) : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = seg / 2; t > 0; t >>= 1) {
+        if (tid < t) {
+            smin[lid] = min(smin[lid], smin[lid + t]);
+            smax[lid] = max(smax[lid], smax[lid + t]);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const uint E = smin[lid - tid], T = smax[lid - tid];
+    if (E != 0xffffffffu && T - E > 119u) atomic_or(&wide, 1u);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    __global ulong *p = part + gs * Q_LIMBS;
+    if (!wide) {
+        /* every item's sum is m 2^(sh - E) < 2^119 in units of 2^(E - 149): two words, with carries */
+        ulong lo = 0, hi = 0;
+        if (m) {
+            uint d = sh - E;
+            lo = d < 64u ? m << d : 0UL;
+            hi = d == 0u ? 0UL : d < 64u ? m >> (64u - d) : m << (d - 64u);
+        }
+        red[lid] = lo;
+        red[Q_GWG + lid] = hi;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint t = seg / 2; t > 0; t >>= 1) {
+            if (tid < t) {
+                ulong a = red[lid], c = red[lid + t], s2 = a + c;
+                red[Q_GWG + lid] += red[Q_GWG + lid + t] + (s2 < a ? 1UL : 0UL);
+                red[lid] = s2;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (tid == 0 && gs < nseg) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
+        return;
+    }
+    /* some item in the group may have rounded, or the range is wide: exact limbs */
+    __local ulong *r = red + lid;
+    for (uint k = 0; k < Q_LIMBS; k++) r[k * Q_GWG] = 0;
+    if (slow) {
+        QG_FOR_EACH(qg_add_exact(r, u));
+    } else if (m) {
+        qg_add_shifted(r, m, sh);
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint t = seg / 2; t > 0; t >>= 1) {
@@ -395,7 +466,6 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
             hi = k;
         }
     }
-    __global ulong *p = part + gs * Q_LIMBS;
     if (lo < 0) {
         for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
         return;

@@ -92,15 +92,17 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * (no 64-bit division per element).  Both give the bits of the _ref.
  * Test hook: BITNET_OCL_FORCE_GPU_LAYOUT=1 picks the GPU layout on any
  * device with fp64.  Tuning hook: BITNET_QUANT_OPTS, e.g.
- * "-DQ_GWG=512 -DQ_PER_CU=4 -DQ_PACK_WG=128" (values also passed to the
- * kernel build). */
+ * "-DQ_GWG=512 -DQ_PER_CU=4 -DQ_PACK_WG=128 -DQ_ITEM_F4=8" (work-group
+ * size of the sums, work-groups per compute unit for a tensor, work-group
+ * size of the packing, float4 words per work-item of short slices). */
 #define Q_GWG_DEF 256
 #define Q_PER_CU_DEF 8
 #define Q_PACK_WG_DEF 256
+#define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */
 
 typedef struct {
-    unsigned gwg, per_cu, pack_wg;
+    unsigned gwg, per_cu, pack_wg, item_f4;
     char opts[200];
 } gpu_tune;
 
@@ -122,6 +124,7 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
     if (t->gwg & (t->gwg - 1)) t->gwg = Q_GWG_DEF;
     t->per_cu = opt_value(user, "-DQ_PER_CU=", Q_PER_CU_DEF, 1, 1024);
     t->pack_wg = opt_value(user, "-DQ_PACK_WG=", Q_PACK_WG_DEF, 1, 1024);
+    t->item_f4 = opt_value(user, "-DQ_ITEM_F4=", Q_ITEM_F4_DEF, 1, 64);
     snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u", Q_OPTS, t->gwg);
     return 1;
 }
@@ -142,7 +145,7 @@ typedef struct {
 
 static void gpu_absum_grid(const bn_ocl *o, const gpu_tune *t, uint64_t nsc, uint64_t slice, gpu_grid *g)
 {
-    uint64_t f4 = (slice + 3) / 4, seg = pow2_ceil(f4 ? f4 : 1);
+    uint64_t f4 = (slice + 3) / 4, seg = pow2_ceil(f4 ? (f4 + t->item_f4 - 1) / t->item_f4 : 1);
     if (seg > t->gwg) seg = t->gwg;
     uint64_t cu = bn_ocl_get_caps(o)->compute_units ? bn_ocl_get_caps(o)->compute_units : 1;
     uint64_t want_seg = cu * t->per_cu * (t->gwg / seg);

@@ -398,10 +398,11 @@ static void ties_backend(bitnet_backend *be, const char *what)
  * above), so d = (3 + 2^-23 + 2^-51) / 32 rounds up from the float midpoint
  * 0.09375 + 2^-28: d = 0.09375 + 2^-27.  Adding the halves one by one in
  * double loses both and gives the tie, rounded to even: 0.09375.  Then rows
- * of extremes: subnormals only, 3e38 among 1e-30, zeros, 2^-60 .. 2^60. */
+ * of extremes: subnormals only, 3e38 among 1e-30, zeros, 2^-60 .. 2^60,
+ * 16-byte words alternating between 2^20 and 2^-20, and 2^60 and 2^-60. */
 static void exact_cases_backend(bitnet_backend *be, const char *what)
 {
-    const uint64_t rows = 6, cols = 4096 + 96, n = rows * cols;
+    const uint64_t rows = 8, cols = 4096 + 96, n = rows * cols;
     float *w = calloc(n, 4), *d = malloc(rows * cols / 32 * 4 + 4), *dr = malloc(rows * cols / 32 * 4 + 4);
     size_t tb = rows * bitnet_t2_row_bytes(cols);
     uint8_t *t2 = malloc(tb), *t2r = malloc(tb);
@@ -413,6 +414,10 @@ static void exact_cases_backend(bitnet_backend *be, const char *what)
     for (uint64_t c = 0; c < cols; c++) {
         w[4 * cols + c] = bits_f((uint32_t)(c * 2654435761u) % 0x7fffffu + 1) * (c & 1 ? -1.0f : 1.0f);
         w[5 * cols + c] = c % 1000 == 7 ? -3e38f : c % 3 ? 1e-30f : ldexpf(1.0f, (int)(c % 121) - 60);
+        /* alternate 16-byte words far apart: sums of many words that carry, and ranges too wide for 128 bits */
+        float f = 1.0f + (float)((c * 2654435761u) % 1000) / 1000.0f;
+        w[6 * cols + c] = ldexpf(f, (c / 4) % 2 ? -20 : 20);
+        w[7 * cols + c] = ldexpf(f, (c / 4) % 2 ? -60 : 60);
     }
     const struct { bitnet_scale_kind kind; uint32_t group; } kinds[] = {
         {BITNET_SCALE_TENSOR, 0}, {BITNET_SCALE_ROW, 0}, {BITNET_SCALE_GROUP, 32}, {BITNET_SCALE_GROUP, 128}};

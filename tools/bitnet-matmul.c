@@ -25,19 +25,7 @@ static int to_f32(const char *what, bitnet_tensor *t)
         msg_err("%s: dtype %s is not a float type", what, bitnet_dtype_name(t->info.dtype));
         return EXIT_FAIL;
     }
-    uint64_t n;
-    bitnet_status st = bitnet_tensor_elements(&t->info, &n);
-    float *f = st ? NULL : malloc(n ? n * sizeof(float) : 1);
-    if (!st && !f) st = BITNET_E_NOMEM;
-    if (!st) st = bitnet_cast(t->info.dtype, t->data, BITNET_F32, f, n);
-    if (st) {
-        free(f);
-        return tool_fail(st, "%s: cannot convert to f32", what);
-    }
-    free(t->data);
-    t->data = f;
-    t->info.dtype = BITNET_F32;
-    return EXIT_OK;
+    return tool_cast_f32(what, t);
 }
 
 /* The weights as [out x in]: a T2 matrix (t3 is repacked) or f32. */

@@ -114,20 +114,12 @@ static int load_f32(const char *spec, bitnet_tensor *t)
         bitnet_tensor_release(t);
         return EXIT_FAIL;
     }
-    uint64_t n;
-    bitnet_status st = bitnet_tensor_elements(&t->info, &n);
-    float *f = st ? NULL : malloc(n ? n * sizeof(float) : 1);
-    if (!st && !f) st = BITNET_E_NOMEM;
-    if (!st) st = bitnet_cast(t->info.dtype, t->data, BITNET_F32, f, n);
-    if (st) {
-        free(f);
+    const bitnet_dtype from = t->info.dtype;
+    if ((rc = tool_cast_f32(spec, t))) {
         bitnet_tensor_release(t);
-        return tool_fail(st, "%s: cannot convert to f32", spec);
+        return rc;
     }
-    msg_info("%s: converted %s to f32", spec, bitnet_dtype_name(t->info.dtype));
-    free(t->data);
-    t->data = f;
-    t->info.dtype = BITNET_F32;
+    msg_info("%s: converted %s to f32", spec, bitnet_dtype_name(from));
     return EXIT_OK;
 }
 

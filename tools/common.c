@@ -389,3 +389,21 @@ int tool_write_tensor(const char *path, const char *to, int force, const bitnet_
     }
     return tool_out_commit(&out);
 }
+
+int tool_cast_f32(const char *what, bitnet_tensor *t)
+{
+    if (t->info.dtype == BITNET_F32) return EXIT_OK;
+    uint64_t n;
+    bitnet_status st = bitnet_tensor_elements(&t->info, &n);
+    float *f = st ? NULL : malloc(n ? n * sizeof(float) : 1);
+    if (!st && !f) st = BITNET_E_NOMEM;
+    if (!st) st = bitnet_cast(t->info.dtype, t->data, BITNET_F32, f, n);
+    if (st) {
+        free(f);
+        return tool_fail(st, "%s: cannot convert to f32", what);
+    }
+    free(t->data);
+    t->data = f;
+    t->info.dtype = BITNET_F32;
+    return EXIT_OK;
+}

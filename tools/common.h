@@ -80,6 +80,11 @@ char *tool_split_spec(const char *spec, const char **tensor);
  * must hold exactly one tensor).  Returns an exit status. */
 int tool_load_tensor(const char *spec, bitnet_tensor *t);
 
+/* Casts t's data to f32 in place (from any dtype bitnet_cast reads); on
+ * failure says so ("WHAT: cannot convert to f32") and leaves t as it was.
+ * Returns an exit status. */
+int tool_cast_f32(const char *what, bitnet_tensor *t);
+
 /* Output format from -o's magic-free choice: by extension (.npy, .safetensors,
  * else .bnt) unless `to` names one. */
 bitnet_format tool_out_format(const char *path, const char *to);

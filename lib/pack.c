@@ -112,27 +112,31 @@ bitnet_status bitnet_t2_unpack(const uint8_t *t2, uint64_t rows, uint64_t cols, 
 
 static const uint8_t pow3[5] = {1, 3, 9, 27, 81};
 
+/* Packs row r (cols values of q) into T3; refuses a value not in {-1, 0, 1}. */
+static bitnet_status t3_pack_row(const char *op, const int8_t *qr, uint64_t r, uint64_t cols, uint8_t *out)
+{
+    const size_t rb = bitnet_t3_row_bytes(cols);
+    for (uint64_t i = 0; i < rb; i++) {
+        unsigned v = 0;
+        for (unsigned m = 0; m < 5; m++) {
+            uint64_t c = 5 * i + m;
+            int t = c < cols ? qr[c] : 0;
+            if (t < -1 || t > 1)
+                return bn_fail(BITNET_E_INVALID, "%s: value %d at row %llu, column %llu is not in {-1, 0, 1}", op, t,
+                               (unsigned long long)r, (unsigned long long)c);
+            v += (unsigned)(t + 1) * pow3[m];
+        }
+        out[i] = (uint8_t)v;
+    }
+    return BITNET_OK;
+}
+
 bitnet_status bitnet_t3_pack(const int8_t *q, uint64_t rows, uint64_t cols, uint8_t *t3)
 {
     const size_t rb = bitnet_t3_row_bytes(cols);
     bitnet_status st = pack_check("t3_pack", q, t3, rows, cols, rb);
-    if (st) return st;
-    for (uint64_t r = 0; r < rows; r++) {
-        const int8_t *qr = q + r * cols;
-        for (uint64_t i = 0; i < rb; i++) {
-            unsigned v = 0;
-            for (unsigned m = 0; m < 5; m++) {
-                uint64_t c = 5 * i + m;
-                int t = c < cols ? qr[c] : 0;
-                if (t < -1 || t > 1)
-                    return bn_fail(BITNET_E_INVALID, "t3_pack: value %d at row %llu, column %llu is not in {-1, 0, 1}",
-                                   t, (unsigned long long)r, (unsigned long long)c);
-                v += (unsigned)(t + 1) * pow3[m];
-            }
-            t3[r * rb + i] = (uint8_t)v;
-        }
-    }
-    return BITNET_OK;
+    for (uint64_t r = 0; r < rows && !st; r++) st = t3_pack_row("t3_pack", q + r * cols, r, cols, t3 + r * rb);
+    return st;
 }
 
 /* Decodes one T3 byte into 5 codes (0..2); nonzero if the byte exceeds 242. */
@@ -167,18 +171,23 @@ static bitnet_status t3_row(const char *op, const uint8_t *row, uint64_t r, uint
     return BITNET_OK;
 }
 
+/* t3_row with the values q (-1..1) handed out: codes 0..2 are written in
+ * place, then shifted. */
+static bitnet_status t3_row_q(const char *op, const uint8_t *row, uint64_t r, uint64_t cols, int8_t *q)
+{
+    uint8_t *codes = (uint8_t *)q;
+    bitnet_status st = t3_row(op, row, r, cols, codes);
+    if (st) return st;
+    for (uint64_t c = 0; c < cols; c++) q[c] = (int8_t)(codes[c] - 1);
+    return BITNET_OK;
+}
+
 bitnet_status bitnet_t3_unpack(const uint8_t *t3, uint64_t rows, uint64_t cols, int8_t *q)
 {
     const size_t rb = bitnet_t3_row_bytes(cols);
     bitnet_status st = pack_check("t3_unpack", t3, q, rows, cols, rb);
-    if (st) return st;
-    for (uint64_t r = 0; r < rows; r++) {
-        /* codes 0..2 are written in place, then shifted to -1..1 */
-        uint8_t *codes = (uint8_t *)(q + r * cols);
-        if ((st = t3_row("t3_unpack", t3 + r * rb, r, cols, codes))) return st;
-        for (uint64_t c = 0; c < cols; c++) q[r * cols + c] = (int8_t)(codes[c] - 1);
-    }
-    return BITNET_OK;
+    for (uint64_t r = 0; r < rows && !st; r++) st = t3_row_q("t3_unpack", t3 + r * rb, r, cols, q + r * cols);
+    return st;
 }
 
 /* ---- conversions ---------------------------------------------------------- */
@@ -189,19 +198,11 @@ bitnet_status bitnet_t3_to_t2(const uint8_t *t3, uint64_t rows, uint64_t cols, u
     bitnet_status st = pack_check("t3_to_t2", t3, t2, rows, cols, rb2);
     if (st) return st;
     /* rb3 <= rb2 for every cols, so the T3 size fits too */
-    uint8_t *codes = malloc(cols ? (size_t)cols : 1);
-    if (!codes) return bn_fail(BITNET_E_NOMEM, "t3_to_t2: out of memory");
-    for (uint64_t r = 0; r < rows && !st; r++) {
-        if ((st = t3_row("t3_to_t2", t3 + r * rb3, r, cols, codes))) break;
-        uint8_t *out = t2 + r * rb2;
-        memset(out, 0x55, rb2);
-        for (uint64_t c = 0; c < cols; c++) {
-            uint64_t b = c / BITNET_T2_BLOCK, k = (c % BITNET_T2_BLOCK) / 32, j = c % 32;
-            uint8_t *p = out + b * BITNET_T2_BLOCK_BYTES + j;
-            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)codes[c] << (2 * k)));
-        }
-    }
-    free(codes);
+    int8_t *q = malloc(cols ? (size_t)cols : 1);
+    if (!q) return bn_fail(BITNET_E_NOMEM, "t3_to_t2: out of memory");
+    for (uint64_t r = 0; r < rows && !st; r++)
+        if (!(st = t3_row_q("t3_to_t2", t3 + r * rb3, r, cols, q))) t2_pack_row(q, cols, t2 + r * rb2);
+    free(q);
     return st;
 }
 
@@ -214,14 +215,7 @@ bitnet_status bitnet_t2_to_t3(const uint8_t *t2, uint64_t rows, uint64_t cols, u
     if (!q) return bn_fail(BITNET_E_NOMEM, "t2_to_t3: out of memory");
     for (uint64_t r = 0; r < rows && !st; r++) {
         if ((st = t2_row("t2_to_t3", t2 + r * rb2, r, cols, q))) break;
-        for (uint64_t i = 0; i < rb3; i++) {
-            unsigned v = 0;
-            for (unsigned m = 0; m < 5; m++) {
-                uint64_t c = 5 * i + m;
-                v += (unsigned)(c < cols ? q[c] + 1 : 1) * pow3[m];
-            }
-            t3[r * rb3 + i] = (uint8_t)v;
-        }
+        st = t3_pack_row("t2_to_t3", q, r, cols, t3 + r * rb3); /* t2_row gave only -1..1 */
     }
     free(q);
     return st;

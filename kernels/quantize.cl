@@ -277,30 +277,23 @@ __kernel void q_dequant_a(__global const char *q, bn_size rows, bn_size cols, __
  * no item of the work-group needed the integer pass and each segment's items
  * lie within 119 bits above the segment's lowest bit E, the segment adds
  * m 2^(sh - E) as 128-bit integers (two words with carries: cheap in local
- * memory); otherwise the whole work-group adds 11 carry-save 32-bit limbs.
+ * memory); otherwise the whole work-group adds 11 carry-save 32-bit limbs
+ * one by one.
  * Integer addition is exact in any order.  The segment's first work-item
  * writes the piece: the short form when the sum has at most 64 significant
  * bits, else carry-save limbs (the two forms of q_absum, merged by the same
  * host code). */
 #ifdef Q_GPU
 #ifndef Q_GWG
-#define Q_GWG 256 /* work-group size of q_absum_gpu (power of two, <= 512: 88 bytes of local memory per item) */
+#define Q_GWG 256 /* work-group size of q_absum_gpu (a power of two) */
 #endif
 
-/* r[i * Q_GWG] += v * 2^sh as 32-bit pieces (r points at the item's limb 0). */
-inline void qg_add_shifted(__local ulong *r, ulong v, uint sh)
-{
-    uint i = sh >> 5, b = sh & 31;
-    r[i * Q_GWG] += (v << b) & 0xffffffffUL;
-    r[(i + 1) * Q_GWG] += (b ? (v >> (32 - b)) : (v >> 32)) & 0xffffffffUL;
-    if (b) r[(i + 2) * Q_GWG] += v >> (64 - b);
-}
-
-inline void qg_add_exact(__local ulong *r, uint u)
+/* acc += |w| (bits u, finite) exactly, as 32-bit pieces (q_add_shifted). */
+inline void qg_add_exact(ulong *acc, uint u)
 {
     uint ex = u >> 23, m = u & 0x7fffffu;
-    if (ex) qg_add_shifted(r, (ulong)(m | 0x800000u), ex - 1u);
-    else if (m) qg_add_shifted(r, (ulong)m, 0u);
+    if (ex) q_add_shifted(acc, (ulong)(m | 0x800000u), ex - 1u);
+    else if (m) q_add_shifted(acc, (ulong)m, 0u);
 }
 
 inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
@@ -366,7 +359,7 @@ __kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
 q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
             bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
 {
-    __local ulong red[Q_LIMBS * Q_GWG];
+    __local ulong red[2 * Q_GWG];
     __local uint smin[Q_GWG], smax[Q_GWG];
     __local volatile uint wide;
     const uint lid = get_local_id(0), tid = lid % seg;
@@ -439,26 +432,28 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
         if (tid == 0 && gs < nseg) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
         return;
     }
-    /* some item in the group may have rounded, or the range is wide: exact limbs */
-    __local ulong *r = red + lid;
-    for (uint k = 0; k < Q_LIMBS; k++) r[k * Q_GWG] = 0;
+    /* some item in the group may have rounded, or the range is wide: exact
+     * limbs, private to each item (rare: spilled arrays are fine), added
+     * limb by limb through local memory */
+    ulong limb[Q_LIMBS];
+    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
     if (slow) {
-        QG_FOR_EACH(qg_add_exact(r, u));
+        QG_FOR_EACH(qg_add_exact(limb, u));
     } else if (m) {
-        qg_add_shifted(r, m, sh);
+        q_add_shifted(limb, m, sh);
     }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint t = seg / 2; t > 0; t >>= 1) {
-        if (tid < t)
-            for (uint k = 0; k < Q_LIMBS; k++) r[k * Q_GWG] += r[k * Q_GWG + t];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (tid != 0 || gs >= nseg) return;
     uint wd[Q_LIMBS];
     ulong c = 0;
     int lo = -1, hi = -1;
     for (int k = 0; k < Q_LIMBS; k++) {
-        ulong x = r[k * Q_GWG] + c;
+        red[lid] = limb[k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint t = seg / 2; t > 0; t >>= 1) {
+            if (tid < t) red[lid] += red[lid + t];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        ulong x = red[lid] + c; /* meaningful at tid == 0 */
+        barrier(CLK_LOCAL_MEM_FENCE);
         wd[k] = (uint)(x & 0xffffffffUL);
         c = x >> 32;
         if (wd[k]) {
@@ -466,6 +461,7 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
             hi = k;
         }
     }
+    if (tid != 0 || gs >= nseg) return;
     if (lo < 0) {
         for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
         return;

@@ -326,7 +326,10 @@ void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const 
     }
 }
 
-/* ---- variants 1 and 2: tunables (BITNET_GEMV_OPTS) ---- */
+/* ---- variants 1, 2 and 3, built only when the host asks for one of them
+ * (-DNV_VARIANTS), so that the default build stays as it was; tunables
+ * from BITNET_GEMV_OPTS ---- */
+#ifdef NV_VARIANTS
 #ifndef NV_WARPS
 #define NV_WARPS 4 /* warps per work-group */
 #endif
@@ -523,4 +526,5 @@ void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global cons
         BL_NV_BODY(BL_XL, NV_TEST_V3, bl_block_qu, bl_block_dotu, BL_XSUM)
     }
 }
-#endif
+#endif /* NV_VARIANTS */
+#endif /* __NV_CL_C_VERSION || NV_EMULATE */

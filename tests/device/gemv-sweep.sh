@@ -30,20 +30,23 @@ MIN_REPS=${MIN_REPS:-20}
 MIN_TIME=${MIN_TIME:-0.1}
 BUDGET=${BUDGET:-80}
 
-# variant|options (<= 12): 0 is the current kernel
+# variant|options (<= 12), most promising first (phase 1 may run out of BUDGET):
+# 0 is the current kernel; 1 global activations, several rows per warp,
+# unrolled loads; 2 activations staged in local memory; 3 as 2 with one-AND
+# decoding (see lib/opencl/bitlinear.c)
 COMBOS=(
     "0|"
+    "3|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2"
+    "3|-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4"
+    "3|-DNV_WARPS=4 -DNV_ROWS=4 -DNV_UNROLL=2"
+    "3|-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=1"
+    "3|-DNV_WARPS=8 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8"
+    "3|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=1 -DNV_TT=16"
+    "2|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2"
+    "2|-DNV_WARPS=8 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8"
     "1|-DNV_WARPS=4 -DNV_ROWS=1 -DNV_UNROLL=4"
     "1|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2"
     "1|-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=1"
-    "1|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8"
-    "2|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2"
-    "2|-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4"
-    "2|-DNV_WARPS=8 -DNV_ROWS=2 -DNV_UNROLL=2"
-    "2|-DNV_WARPS=4 -DNV_ROWS=4 -DNV_UNROLL=2"
-    "2|-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=1"
-    "2|-DNV_WARPS=8 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8"
-    "2|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=1 -DNV_TT=16"
 )
 sel=${COMBOS_ONLY:-$(seq 1 ${#COMBOS[@]})}
 
@@ -113,9 +116,9 @@ $1 == "C" { key = $2 SUBSEP $3 SUBSEP $4; chk[key] = ($5 == "" ? "?" : $5); seen
 $1 == "T" { key = $2 SUBSEP $3 SUBSEP $6; n++; K[n] = key; I[n] = $2; S[n] = $3; TK[n] = $6;
             ms[n] = $7; wb = $4 * int(($5 + 127) / 128) * 32;
             wgbs[n] = $7 > 0 ? wb / ($7 * 1e-3) / 1e9 : 0; bgbs[n] = $8; pct[n] = $9; next }
-$1 == "E" { err[++ne] = $0; if ($3 ~ /^c/) bad++; next }
+$1 == "E" { err[++ne] = $0; if ($0 ~ /no result rows/) bad++; next }
 END {
-    fmt = "%-2s %-40s %-12s %4s %10s %8s %8s %6s %5s\n"
+    fmt = "%-2s %-44s %-12s %4s %10s %8s %8s %6s %5s\n"
     printf fmt, "v", "opts", "shape", "tok", "kernel_us", "W GB/s", "GB/s", "%peak", "check"
     for (r = 1; r <= n; r++) {
         c = (K[r] in chk) ? chk[K[r]] : "-"

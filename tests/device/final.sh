@@ -33,4 +33,8 @@ if [ -f tests/device/gemv-sweep.sh ]; then
     step gemv sweep
     timeout 130 bash tests/device/gemv-sweep.sh > "$OUT/gemv-sweep.txt" 2>&1; tail -30 "$OUT/gemv-sweep.txt"
 fi
+if [ -f tests/device/quant-sweep.sh ]; then
+    step quantize sweep
+    timeout 70 bash tests/device/quant-sweep.sh > "$OUT/quant-sweep.txt" 2>&1; tail -20 "$OUT/quant-sweep.txt"
+fi
 step done

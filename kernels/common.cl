@@ -18,6 +18,29 @@
  * ulong so that tensors above 2^32 elements stay correct. */
 typedef ulong bn_size;
 
+/* Accumulations in double where the device has it. */
+#if BN_HAS_FP64
+typedef double bn_real;
+#else
+typedef float bn_real;
+#endif
+
+/* 1 on GPUs; the host passes -DBN_GPU=0 for CPU drivers. */
+#ifndef BN_GPU
+#define BN_GPU 1
+#endif
+
+/* The elements [lo, hi) of a row that work-item lid of a work-group of wg
+ * items handles: strided on GPUs (coalesced loads), a contiguous block on
+ * CPU drivers (one core streams its own part). */
+#if BN_GPU
+#define BN_ROW_FOR(i, lid, lo, hi, wg) for (bn_size i = (lo) + (lid); i < (hi); i += (wg))
+#else
+#define BN_ROW_FOR(i, lid, lo, hi, wg)                                                         \
+    for (bn_size per_ = ((hi) - (lo) + (wg)-1) / (wg), i = (lo) + (lid)*per_;                   \
+         i < (hi) && i < (lo) + ((bn_size)(lid) + 1) * per_; i++)
+#endif
+
 /* The planted bug of the test hook BITNET_TEST_PERTURB: the host passes the
  * index of the element to corrupt, or -1. */
 inline float bn_perturb(float v) { return v != 0.0f ? -3.0f * v : 1.0f; }

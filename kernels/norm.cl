@@ -6,23 +6,10 @@
 #ifndef NM_WG
 #define NM_WG 256 /* work-group size (a power of two) */
 #endif
-#ifndef BN_GPU
-#define BN_GPU 1
-#endif
 
-#if BN_HAS_FP64
-typedef double nm_real;
-#else
-typedef float nm_real;
-#endif
+typedef bn_real nm_real;
 
-#if BN_GPU
-#define NM_FOR(i, lid, len) for (bn_size i = (lid); i < (len); i += NM_WG)
-#else
-#define NM_FOR(i, lid, len)                                                        \
-    for (bn_size per_ = ((len) + NM_WG - 1) / NM_WG, i = (lid)*per_;               \
-         i < (len) && i < ((bn_size)(lid) + 1) * per_; i++)
-#endif
+#define NM_FOR(i, lid, len) BN_ROW_FOR(i, lid, 0, len, NM_WG)
 
 /* Sum of v over the work-group (every item gets it). */
 inline nm_real nm_sum(__local nm_real *l, nm_real v, uint lid)

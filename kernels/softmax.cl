@@ -8,15 +8,8 @@
 #ifndef SM_WG
 #define SM_WG 256 /* work-group size of softmax_rows (a power of two) */
 #endif
-#ifndef BN_GPU
-#define BN_GPU 1
-#endif
 
-#if BN_HAS_FP64
-typedef double sm_real;
-#else
-typedef float sm_real;
-#endif
+typedef bn_real sm_real;
 
 inline float sm_max(float a, float b) { return (a > b || isnan(a)) ? a : b; }
 
@@ -26,15 +19,8 @@ inline float sm_out(float x, float m, sm_real s, int lg)
     return lg ? (float)(d - log(s)) : (float)(exp(d) / s);
 }
 
-/* The range of row elements of work-item lid: strided on GPUs, a contiguous
- * block on CPU drivers. */
-#if BN_GPU
-#define SM_FOR(i, lid, len) for (bn_size i = (lid); i < (len); i += SM_WG)
-#else
-#define SM_FOR(i, lid, len)                                                        \
-    for (bn_size per_ = ((len) + SM_WG - 1) / SM_WG, i = (lid)*per_;               \
-         i < (len) && i < ((bn_size)(lid) + 1) * per_; i++)
-#endif
+/* The range of row elements of work-item lid (common.cl). */
+#define SM_FOR(i, lid, len) BN_ROW_FOR(i, lid, 0, len, SM_WG)
 
 __kernel __attribute__((reqd_work_group_size(SM_WG, 1, 1)))
 void softmax_rows(__global const float *x, __global float *y, const bn_size len, const int lg, const long perturb)

@@ -15,7 +15,7 @@
 #
 # usage: bash tests/device/gemv-sweep.sh     (about 60-110 s)
 # env:   SHAPES, TOKENS (timed grid), MIN_REPS, MIN_TIME, BUDGET (seconds
-#        after which phase 1 starts no more combinations, default 80),
+#        after which phase 1 starts no more combinations, default 85),
 #        BENCH (the bench binary), COMBOS_ONLY="1 3" (1-based indices).
 set -u
 [ -d .device/bin ] && export PATH="$PWD/.device/bin:$PATH"
@@ -26,9 +26,9 @@ TOKENS=${TOKENS:-1,8,64}
 CHECKS=${CHECKS:-"16384x16384 1,8
 4096x4096,4096x14336 1,8,64
 1000x4097,5x255,33x16385 1,7,64"}
-MIN_REPS=${MIN_REPS:-20}
-MIN_TIME=${MIN_TIME:-0.1}
-BUDGET=${BUDGET:-80}
+MIN_REPS=${MIN_REPS:-10}
+MIN_TIME=${MIN_TIME:-0.05}
+BUDGET=${BUDGET:-85}
 
 # variant|options (<= 12), most promising first (phase 1 may run out of BUDGET):
 # 0 is the current kernel; 1 global activations, several rows per warp,
@@ -65,7 +65,7 @@ for i in $sel; do
     c=${COMBOS[$((i - 1))]}
     v=${c%%|*} o=${c#*|}
     BITNET_GEMV_NV=$v BITNET_GEMV_OPTS=$o timeout 40 "$B" "${common[@]}" --shape "$SHAPES" --tokens "$TOKENS" \
-        --no-check --roofline-size 1024 --min-reps "$MIN_REPS" --min-time "$MIN_TIME" --warmup 2 \
+        --no-check --roofline-size 1024 --min-reps "$MIN_REPS" --min-time "$MIN_TIME" --warmup 1 \
         > "$tmp/t$i.csv" 2> "$tmp/t$i.err"
     echo "   $i: variant $v \"$o\": exit $? ($((SECONDS - start)) s)" >&2
 done

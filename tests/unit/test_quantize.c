@@ -316,7 +316,7 @@ static void compare_backend(bitnet_backend *be, const char *what, int big)
         uint64_t rows = sh[si].rows, cols = sh[si].cols, n = rows * cols;
         float *w = rand_weights(n, si % 2 == 0);
         size_t tb = rows * bitnet_t2_row_bytes(cols);
-        uint64_t maxsc = rows * ((cols + 31) / 32) + 1;
+        uint64_t maxsc = rows * ((cols + 31) / 32) + rows + 1; /* row scales of 0 columns too */
         uint8_t *t2r = malloc(tb + 1), *t2f = malloc(tb + 1);
         float *dr = malloc(maxsc * 4), *df = malloc(maxsc * 4), *wr = malloc(n * 4), *wf = malloc(n * 4);
         for (size_t ki = 0; ki < sizeof kinds / sizeof *kinds; ki++) {

@@ -38,6 +38,20 @@ static const bk_class classes[] = {
     {"large", vec_large, N(vec_large), mat_large, N(mat_large)},
 };
 
+/* A fresh context for size class k (level 0: one vector and one matrix
+ * shape of it) on one device (be NULL: the host); cls is filled. */
+static void ctx_for(bk_ctx *c, bk_class *cls, size_t k, int level, bk_state *st, const char *device,
+                    bitnet_backend *be)
+{
+    *cls = classes[k];
+    if (level == 0) cls->nvec = cls->nmat = 1;
+    memset(c, 0, sizeof *c);
+    c->st = st;
+    c->device = device;
+    c->be = be;
+    c->cls = cls;
+}
+
 /* ---- random inputs ------------------------------------------------------ */
 
 uint64_t bk_rand(bk_ctx *c)
@@ -298,13 +312,9 @@ int verify_backends(const verify_backends_opts *o)
     msg_info("seed %llu", (unsigned long long)o->seed);
     /* packing does not run on a backend: once, on the host */
     for (size_t k = 0; k < ncls; k++) {
-        bk_class cls = classes[k];
-        if (o->level == 0) cls.nvec = cls.nmat = 1;
+        bk_class cls;
         bk_ctx c;
-        memset(&c, 0, sizeof c);
-        c.st = &st;
-        c.device = "host";
-        c.cls = &cls;
+        ctx_for(&c, &cls, k, o->level, &st, "host", NULL);
         bk_run_pack(&c);
     }
     for (size_t i = 0; i < devs.n; i++) {
@@ -317,14 +327,9 @@ int verify_backends(const verify_backends_opts *o)
         }
         msg_info("%s: %s", devs.spec[i], bitnet_backend_describe(be));
         for (size_t k = 0; k < ncls; k++) {
-            bk_class cls = classes[k];
-            if (o->level == 0) cls.nvec = cls.nmat = 1;
+            bk_class cls;
             bk_ctx c;
-            memset(&c, 0, sizeof c);
-            c.st = &st;
-            c.device = devs.spec[i];
-            c.be = be;
-            c.cls = &cls;
+            ctx_for(&c, &cls, k, o->level, &st, devs.spec[i], be);
             bk_run_quant(&c, o->level);
             bk_run_ops(&c, o->level);
         }

@@ -45,6 +45,20 @@ static uint64_t code_mismatches(const int8_t *stored, const int8_t *expect, uint
     return k;
 }
 
+/* Codes stored against those of the reference function ref on a tensor of
+ * `cols` columns: 0 when all agree, else 1 with the count and the first
+ * difference in why. */
+static int codes_differ(const int8_t *got, const int8_t *want, uint64_t n, uint64_t cols, const char *ref, char *why,
+                        size_t wsize)
+{
+    uint64_t first = 0, bad = code_mismatches(got, want, n, &first);
+    if (!bad) return 0;
+    snprintf(why, wsize, "%llu of %llu codes differ from %s; first at flat index %llu (row %llu, column %llu): stored %d, expected %d",
+             (unsigned long long)bad, (unsigned long long)n, ref, (unsigned long long)first,
+             (unsigned long long)(first / cols), (unsigned long long)(first % cols), got[first], want[first]);
+    return 1;
+}
+
 static uint64_t scale_mismatches(const float *stored, const float *expect, uint64_t n, uint64_t *first)
 {
     uint64_t k = 0;
@@ -96,14 +110,8 @@ static int check_weights(const bitnet_tensor *s, const bitnet_tensor *q, char *w
         snprintf(why, wsize, "%s (%s)", bitnet_strerror(st), bitnet_error_detail());
         goto out;
     }
-    uint64_t bad = code_mismatches(got, want, n, &first);
-    if (bad) {
-        snprintf(why, wsize, "%llu of %llu codes differ from bitnet_quantize_weights_ref; first at flat index %llu (row %llu, column %llu): stored %d, expected %d",
-                 (unsigned long long)bad, (unsigned long long)n, (unsigned long long)first,
-                 (unsigned long long)(first / cols), (unsigned long long)(first % cols), got[first], want[first]);
-        goto out;
-    }
-    bad = scale_mismatches(q->scales, d, ns, &first);
+    if (codes_differ(got, want, n, cols, "bitnet_quantize_weights_ref", why, wsize)) goto out;
+    uint64_t bad = scale_mismatches(q->scales, d, ns, &first);
     if (bad) {
         snprintf(why, wsize, "%llu of %llu scales differ from bitnet_quantize_weights_ref; first: scale %llu, stored %.9g, expected %.9g",
                  (unsigned long long)bad, (unsigned long long)ns, (unsigned long long)first, (double)q->scales[first],
@@ -162,14 +170,8 @@ static int check_acts(const bitnet_tensor *s, const bitnet_tensor *q, char *why,
         goto out;
     }
     const int8_t *got = q->data;
-    uint64_t bad = code_mismatches(got, want, n, &first);
-    if (bad) {
-        snprintf(why, wsize, "%llu of %llu codes differ from bitnet_quantize_acts_ref; first at flat index %llu (row %llu, column %llu): stored %d, expected %d",
-                 (unsigned long long)bad, (unsigned long long)n, (unsigned long long)first,
-                 (unsigned long long)(first / cols), (unsigned long long)(first % cols), got[first], want[first]);
-        goto out;
-    }
-    bad = scale_mismatches(q->scales, sc, rows, &first);
+    if (codes_differ(got, want, n, cols, "bitnet_quantize_acts_ref", why, wsize)) goto out;
+    uint64_t bad = scale_mismatches(q->scales, sc, rows, &first);
     if (bad) {
         snprintf(why, wsize, "%llu of %llu scales differ from bitnet_quantize_acts_ref; first: row %llu, stored %.9g, expected %.9g",
                  (unsigned long long)bad, (unsigned long long)rows, (unsigned long long)first, (double)q->scales[first],

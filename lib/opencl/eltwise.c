@@ -5,6 +5,15 @@
  */
 #include "tensor_ops.h"
 
+/* Work sizes of both kernels over n elements: each work-item handles
+ * EW_BLOCK of them (4 on GPUs, 64 on CPU drivers, as bn_tops_options says). */
+static void ew_sizes(bn_ocl *o, cl_kernel k, uint64_t n, size_t *wg, size_t *global)
+{
+    const size_t block = bn_ocl_get_caps(o)->is_gpu ? 4 : 64;
+    *wg = bn_tops_wg(o, k, 256);
+    *global = bn_tops_round((n + block - 1) / block, *wg);
+}
+
 bitnet_status bn_ocl_binary(void *ctx, bitnet_binary_op op, const float *a, const bitnet_shape *sa,
                             const float *b, const bitnet_shape *sb, float *y, const bitnet_shape *sy)
 {
@@ -26,9 +35,8 @@ bitnet_status bn_ocl_binary(void *ctx, bitnet_binary_op op, const float *a, cons
     cl_ulong cn = n;
     cl_int cop = (cl_int)op;
     cl_long perturb = bn_test_perturb("binary") ? (cl_long)(n / 2) : -1;
-    size_t block = bn_ocl_get_caps(o)->is_gpu ? 4 : 64;
-    size_t wg = bn_tops_wg(o, k, 256);
-    size_t global = bn_tops_round((n + block - 1) / block, wg);
+    size_t wg, global;
+    ew_sizes(o, k, n, &wg, &global);
     if (!st && flat) {
         cl_int csa = (cl_int)p.sa[0], csb = (cl_int)p.sb[0];
         st = bn_ocl_args(o, k, 8, sizeof ba, &ba, sizeof bb, &bb, sizeof by, &by, sizeof cn, &cn, sizeof cop, &cop,
@@ -59,9 +67,8 @@ bitnet_status bn_ocl_unary(void *ctx, bitnet_unary_op op, const float *x, uint64
     cl_ulong cn = n;
     cl_int cop = (cl_int)op;
     cl_long perturb = bn_test_perturb("unary") ? (cl_long)(n / 2) : -1;
-    size_t block = bn_ocl_get_caps(o)->is_gpu ? 4 : 64;
-    size_t wg = bn_tops_wg(o, k, 256);
-    size_t global = bn_tops_round((n + block - 1) / block, wg);
+    size_t wg, global;
+    ew_sizes(o, k, n, &wg, &global);
     if (!st)
         st = bn_ocl_args(o, k, 6, sizeof bx, &bx, sizeof by, &by, sizeof cn, &cn, sizeof cop, &cop, sizeof param,
                          &param, sizeof perturb, &perturb);

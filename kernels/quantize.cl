@@ -9,6 +9,8 @@
  *               exponents are close; the host merges them, rounds once and
  *               computes d and 1/d
  *   q_pack      codes q = clamp(rint(w * s), -1, 1) written as T2 bytes
+ *   q_absum_gpu, q_pack_gpu  the same two for GPUs (-DQ_GPU, below): coalesced
+ *               float4 loads, per-item double sums proven exact, T2 words
  *   q_acts      per-row absmax int8 quantization (one work-group per row)
  *   q_dequant_w w = q * d from T2 (integer ops on the bits of d)
  *   q_dequant_a x = q / s (exact division from integers)
@@ -273,12 +275,12 @@ __kernel void q_dequant_a(__global const char *q, bn_size rows, bn_size cols, __
  * the exact sum (any order, any device with IEEE double addition).  Other
  * work-items (wide range, subnormals: rare, and a few dozen values each)
  * read their values again and add them exactly as integers.  Combining
- * the work-items: each exact double is an integer m 2^sh (unit 2^-149); when
- * no item of the work-group needed the integer pass and each segment's items
- * lie within 119 bits above the segment's lowest bit E, the segment adds
- * m 2^(sh - E) as 128-bit integers (two words with carries: cheap in local
- * memory); otherwise the whole work-group adds 11 carry-save 32-bit limbs
- * one by one.
+ * the work-items: each exact sum is an integer v 2^sh (unit 2^-149, v odd);
+ * when every v has at most 128 bits and each segment's items lie within 119
+ * bits above the segment's lowest bit E, the segment adds v 2^(sh - E) as
+ * 128-bit integers (two words with carries: cheap in local memory);
+ * otherwise (ranges beyond 2^90 or so) the whole work-group adds 11
+ * carry-save 32-bit limbs one by one.
  * Integer addition is exact in any order.  The segment's first work-item
  * writes the piece: the short form when the sum has at most 64 significant
  * bits, else carry-save limbs (the two forms of q_absum, merged by the same
@@ -383,21 +385,56 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     if (bad) flag[0] = 1u;
     const uint emin = (mn + 1u) >> 23, emax = mx >> 23;
     const int slow = !bad && !zero && (emin == 0 || emax - emin + (32u - clz(cnt)) > 29u);
-    ulong m = 0;
+    /* the item's exact sum: vlo + vhi 2^64 in units of 2^(sh - 149), lowest bit set */
+    ulong vlo = 0, vhi = 0;
     uint sh = 0;
-    if (!bad && !zero && !slow) { /* acc = m 2^(x - 1075) exactly: m 2^sh units of 2^-149 */
-        ulong bits = as_ulong(acc);
-        m = (bits & 0xfffffffffffffUL) | 0x10000000000000UL;
+    int own_wide = 0;
+    ulong limb[Q_LIMBS]; /* the integer pass (rare: a spilled array is fine) */
+    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
+    if (!bad && !zero && !slow) { /* acc = m 2^(x - 1075) exactly */
+        ulong bits = as_ulong(acc), m = (bits & 0xfffffffffffffUL) | 0x10000000000000UL;
         int x = (int)(bits >> 52) - 926;
         uint tz = (uint)qg_ctz64(m);
         m >>= tz, x += (int)tz;
-        if (x < 0) m >>= -x, x = 0; /* exact: the sum is a multiple of 2^-149 */
+        if (x < 0) m >>= -x, x = 0; /* never: the sum is a multiple of 2^-149 */
+        vlo = m;
         sh = (uint)x;
+    } else if (slow) {
+        QG_FOR_EACH(qg_add_exact(limb, u));
+        ulong c = 0;
+        int lo = -1, hi = -1;
+        for (int k = 0; k < Q_LIMBS; k++) { /* carried: 32-bit words */
+            ulong x = limb[k] + c;
+            limb[k] = x & 0xffffffffUL;
+            c = x >> 32;
+            if (limb[k]) {
+                if (lo < 0) lo = k;
+                hi = k;
+            }
+        }
+        if (lo >= 0) {
+            uint bb = qg_ctz((uint)limb[lo]), bot = 32u * (uint)lo + bb;
+            uint top = 32u * (uint)hi + 31u - clz((uint)limb[hi]);
+            if (top - bot >= 128u) {
+                own_wide = 1;
+            } else { /* the 128 bits from bot */
+                uint wv[4];
+                for (int j = 0; j < 4; j++) {
+                    uint a0 = lo + j < Q_LIMBS ? (uint)limb[lo + j] : 0u;
+                    uint a1 = lo + j + 1 < Q_LIMBS ? (uint)limb[lo + j + 1] : 0u;
+                    wv[j] = bb ? (a0 >> bb) | (a1 << (32u - bb)) : a0;
+                }
+                vlo = (ulong)wv[0] | (ulong)wv[1] << 32;
+                vhi = (ulong)wv[2] | (ulong)wv[3] << 32;
+                sh = bot;
+            }
+        }
     }
+    const int nz = vlo != 0 || vhi != 0;
     barrier(CLK_LOCAL_MEM_FENCE); /* wide = 0 is seen */
-    if (slow) atomic_or(&wide, 1u);
-    smin[lid] = m ? sh : 0xffffffffu;
-    smax[lid] = m ? sh + 64u - (uint)clz(m) : 0u;
+    if (own_wide) atomic_or(&wide, 1u);
+    smin[lid] = nz ? sh : 0xffffffffu;
+    smax[lid] = !nz ? 0u : vhi ? sh + 128u - (uint)clz(vhi) : sh + 64u - (uint)clz(vlo);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (uint t = seg / 2; t > 0; t >>= 1) {
         if (tid < t) {
@@ -411,12 +448,13 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     barrier(CLK_LOCAL_MEM_FENCE);
     __global ulong *p = part + gs * Q_LIMBS;
     if (!wide) {
-        /* every item's sum is m 2^(sh - E) < 2^119 in units of 2^(E - 149): two words, with carries */
+        /* every item's sum is v 2^(sh - E) < 2^119 in units of 2^(E - 149): two words, with carries */
         ulong lo = 0, hi = 0;
-        if (m) {
+        if (nz) {
             uint d = sh - E;
-            lo = d < 64u ? m << d : 0UL;
-            hi = d == 0u ? 0UL : d < 64u ? m >> (64u - d) : m << (d - 64u);
+            if (d == 0u) lo = vlo, hi = vhi;
+            else if (d < 64u) lo = vlo << d, hi = (vhi << d) | (vlo >> (64u - d));
+            else hi = vlo << (d - 64u); /* vhi is 0 here: the value is below 2^119 */
         }
         red[lid] = lo;
         red[Q_GWG + lid] = hi;
@@ -432,16 +470,10 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
         if (tid == 0 && gs < nseg) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
         return;
     }
-    /* some item in the group may have rounded, or the range is wide: exact
-     * limbs, private to each item (rare: spilled arrays are fine), added
-     * limb by limb through local memory */
-    ulong limb[Q_LIMBS];
-    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
-    if (slow) {
-        QG_FOR_EACH(qg_add_exact(limb, u));
-    } else if (m) {
-        q_add_shifted(limb, m, sh);
-    }
+    /* some item's or segment's range is too wide for 128 bits: 11 limbs,
+     * added limb by limb through local memory (the integer pass left its
+     * limbs carried, which is the same value) */
+    if (!slow && nz) q_add_shifted(limb, vlo, sh);
     uint wd[Q_LIMBS];
     ulong c = 0;
     int lo = -1, hi = -1;

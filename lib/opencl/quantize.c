@@ -3,7 +3,8 @@
  * (kernels/quantize.cl).  Weights: q_absum gives exact partial sums of |w|
  * per piece; the host merges them with the same bn_xsum arithmetic as the
  * CPU, rounds once, computes d and s = 1/d (so no device division is
- * trusted), uploads s, and q_pack writes T2.  Activations and
+ * trusted), uploads s, and q_pack writes T2 (GPUs: q_absum_gpu and
+ * q_pack_gpu, see "layout choice" below).  Activations and
  * dequantization are one kernel each.  Results are bit-identical to the CPU.
  */
 #include "ocl.h"

@@ -448,7 +448,16 @@ void bl_gemv_nv1(__global const uint4 *w, __global const int4 *xg, __global cons
  * work-group and pass, transposed to xl[token][c][block] (c = 16-byte chunk
  * of the block) so that the 32 lanes of a warp, reading chunk c of 32
  * consecutive blocks, read 512 consecutive bytes. */
-#define BL_XL(i, b, c) xl[(bn_size)(i) * nx + (bn_size)(c) * nblocks + (b)]
+#define BL_XL(i, b, c) xl[(uint)(i) * 8 * nbp + (uint)(c) * nbp + (uint)(b)]
+/* Staging of nt tokens from t0 (32-bit indices: the local copy is small).
+ * Rows of the transposed copy are nbp = nblocks | 1 int4 apart, an odd
+ * number, so that the eight chunks of one block written at once go to
+ * eight different 16-byte bank groups.  The host sizes xl as tt * 8 * nbp
+ * int4 (tt * 128 * (nblocks | 1) bytes). */
+#define BL_STAGE()                                                                                            \
+    for (int i = 0; i < nt; i++)                                                                              \
+        for (uint c = (uint)lid; c < (uint)nx; c += 32 * NV_WARPS)                                            \
+            xl[(uint)i * 8 * nbp + (c & 7) * nbp + (c >> 3)] = xg[(t0 + (bn_size)i) * nx + c]
 __kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
 void bl_gemv_nv2(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
                  const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
@@ -458,13 +467,11 @@ void bl_gemv_nv2(__global const uint4 *w, __global const int4 *xg, __global cons
     BL_WSCRATCH(NV_WARPS);
     const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
     const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * NV_ROWS, nx = xstride / 16;
+    const uint nbp = (uint)nblocks | 1u;
     for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
         const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl */
-        for (bn_size j = lid; j < (bn_size)nt * nx; j += 32 * NV_WARPS) {
-            const bn_size i = j / nx, c = j % nx;
-            xl[i * nx + (c & 7) * nblocks + (c >> 3)] = xg[(t0 + i) * nx + c];
-        }
+        BL_STAGE();
         barrier(CLK_LOCAL_MEM_FENCE);
         BL_NV_BODY(BL_XL, NV_TEST_V2, bl_block_q, bl_block_dot, BL_NOCORR)
     }
@@ -515,13 +522,11 @@ void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global cons
     BL_WSCRATCH(NV_WARPS);
     const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
     const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * NV_ROWS, nx = xstride / 16;
+    const uint nbp = (uint)nblocks | 1u;
     for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
         const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (bn_size j = lid; j < (bn_size)nt * nx; j += 32 * NV_WARPS) {
-            const bn_size i = j / nx, c = j % nx;
-            xl[i * nx + (c & 7) * nblocks + (c >> 3)] = xg[(t0 + i) * nx + c];
-        }
+        BL_STAGE();
         barrier(CLK_LOCAL_MEM_FENCE);
         BL_NV_BODY(BL_XL, NV_TEST_V3, bl_block_qu, bl_block_dotu, BL_XSUM)
     }

@@ -127,7 +127,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
                nv_tt = opt_value(eopts, "NV_TT", 4);
     size_t nv_lmem = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;
     if ((size_t)opt_value(eopts, "NV_LMEM", (long)nv_lmem) < nv_lmem) nv_lmem = (size_t)opt_value(eopts, "NV_LMEM", 0);
-    uint64_t tt_fit = nv_lmem / xstride;
+    const size_t lrow = 128 * (nblocks | 1); /* bytes of one token's staged (padded) activations */
+    uint64_t tt_fit = nv_lmem / lrow;
     if (tt_fit > (uint64_t)nv_tt) tt_fit = (uint64_t)nv_tt;
     if (tt_fit > T) tt_fit = T;
     const cl_int nv_tt_run = (cl_int)tt_fit; /* variant 2: tokens staged per pass */
@@ -198,7 +199,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len,
                          sizeof c_xstride, &c_xstride, sizeof perturb, &perturb,
-                         (size_t)nv_tt_run * xstride, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run,
+                         (size_t)nv_tt_run * lrow, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run,
                          sizeof bsum, &bsum);
         if (nv12) {
             const uint64_t per_wg = (uint64_t)nv_warps * (uint64_t)nv_rows;

@@ -15,8 +15,9 @@
  *   q_dequant_w w = q * d from T2 (integer ops on the bits of d)
  *   q_dequant_a x = q / s (exact division from integers)
  *
- * Only ulong/uint arithmetic is used for sums, so devices without fp64 run
- * the same code path.
+ * The CPU layout sums with ulong/uint arithmetic only (any device); the
+ * GPU layout adds in double where that is provably exact, so the host picks
+ * it only on devices with fp64.
  */
 
 #ifndef Q_WG

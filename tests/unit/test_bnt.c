@@ -90,6 +90,20 @@ static FILE *mem_in(const uint8_t *buf, size_t len)
     return f;
 }
 
+/* Opens a reader on len bytes of buf (which must succeed) and seeks to
+ * name: the status of the seek. */
+static bitnet_status seek_mem(const uint8_t *buf, size_t len, const char *name)
+{
+    FILE *f = mem_in(buf, len);
+    bitnet_bnt_reader *r;
+    bitnet_tensor_info info;
+    assert_int_equal(bitnet_bnt_reader_create(&r, f), BITNET_OK);
+    bitnet_status st = bitnet_bnt_reader_seek(r, name, &info);
+    bitnet_bnt_reader_free(r);
+    fclose(f);
+    return st;
+}
+
 static void assert_same_info(const bitnet_tensor_info *a, const bitnet_tensor_info *b)
 {
     assert_string_equal(a->name, b->name);
@@ -670,13 +684,7 @@ static void test_seek(void **state)
     /* no index: seek is unsupported, reading still works */
     o.no_index = 1;
     b = write_mem(ts, 3, &o, NULL, &len);
-    FILE *f = mem_in(b, len);
-    bitnet_bnt_reader *r;
-    bitnet_tensor_info info;
-    assert_int_equal(bitnet_bnt_reader_create(&r, f), BITNET_OK);
-    assert_int_equal(bitnet_bnt_reader_seek(r, "blk.1.w", &info), BITNET_E_UNSUPPORTED);
-    bitnet_bnt_reader_free(r);
-    fclose(f);
+    assert_int_equal(seek_mem(b, len, "blk.1.w"), BITNET_E_UNSUPPORTED);
     check_file(b, len, ts, 3, NULL, 0);
     free(b);
     free_tensors(ts, N);
@@ -852,15 +860,7 @@ static void test_every_truncation(void **state)
             if (st != BITNET_E_TRUNCATED) fail_msg("truncation at %zu of %zu: %s (%s)", n, len, bitnet_strerror(st), bitnet_error_detail());
         }
         /* a seekable reader looking for the index must not be fooled either */
-        for (size_t n = len - 40; n < len; n++) {
-            FILE *f = mem_in(b, n);
-            bitnet_bnt_reader *r;
-            bitnet_tensor_info info;
-            assert_int_equal(bitnet_bnt_reader_create(&r, f), BITNET_OK);
-            assert_int_not_equal(bitnet_bnt_reader_seek(r, "grouped", &info), BITNET_OK);
-            bitnet_bnt_reader_free(r);
-            fclose(f);
-        }
+        for (size_t n = len - 40; n < len; n++) assert_int_not_equal(seek_mem(b, n, "grouped"), BITNET_OK);
         /* and nothing may follow the trailer */
         uint8_t *c = malloc(len + 1);
         memcpy(c, b, len);
@@ -936,13 +936,7 @@ static void test_structure_checks(void **state)
     st64(b + L.index + 12 + 2 + nl, L.rec[0] + 1);
     recrc(b, L.index, idx_crc);
     assert_int_equal(scan_expect(b, len, "entries do not match"), BITNET_E_FORMAT);
-    FILE *f = mem_in(b, len);
-    bitnet_bnt_reader *r;
-    bitnet_tensor_info info;
-    assert_int_equal(bitnet_bnt_reader_create(&r, f), BITNET_OK);
-    assert_int_equal(bitnet_bnt_reader_seek(r, "layers.0.weight", &info), BITNET_E_FORMAT);
-    bitnet_bnt_reader_free(r);
-    fclose(f);
+    assert_int_equal(seek_mem(b, len, "layers.0.weight"), BITNET_E_FORMAT);
 
     memcpy(b, g, len); /* trailer: wrong tensor count, wrong index offset */
     st64(b + L.trailer + 12, N_GOOD + 1);

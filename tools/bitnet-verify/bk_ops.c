@@ -133,9 +133,14 @@ static const struct {
     [BITNET_UN_SCALE] = {"unary/scale", 0, -4, 4},
 };
 
-static void t_unary(bk_ctx *c, bitnet_unary_op op)
+/* One element-wise call: the reference (be NULL) or the backend's. */
+typedef bitnet_status (*ew_call)(bitnet_backend *be, int op, const float *x, uint64_t n, float *y);
+
+/* An element-wise op over every vector shape: x uniform in [lo, hi), the
+ * backend within bound ulps of the reference. */
+static void t_elementwise(bk_ctx *c, const char *name, double bound, float lo, float hi, ew_call call, int op)
 {
-    bk_begin(c, un[op].name, BK_ULP, un[op].bound);
+    bk_begin(c, name, BK_ULP, bound);
     shape_set ss;
     shapes_of(c, &ss, 0);
     for (size_t i = 0; i < ss.n; i++) {
@@ -143,14 +148,24 @@ static void t_unary(bk_ctx *c, bitnet_unary_op op)
         float *x = bk_alloc(n, 4), *r = bk_alloc(n, 4), *f = bk_alloc(n, 4);
         char what[64];
         snprintf(what, sizeof what, "n=%llu", (unsigned long long)n);
-        bk_fill(c, x, n, un[op].lo, un[op].hi);
+        bk_fill(c, x, n, lo, hi);
         bk_poison(r, n * 4), bk_poison(f, n * 4);
-        bitnet_status s1 = bitnet_unary_ref(op, x, n, 0.731f, r);
-        bitnet_status s2 = bitnet_unary(c->be, op, x, n, 0.731f, f);
+        bitnet_status s1 = call(NULL, op, x, n, r);
+        bitnet_status s2 = call(c->be, op, x, n, f);
         if (!bk_status(c, s1, s2, what)) bk_add(c, bk_ulps(f, r, n), what);
         free(x), free(r), free(f);
     }
     bk_end(c);
+}
+
+static bitnet_status unary_call(bitnet_backend *be, int op, const float *x, uint64_t n, float *y)
+{
+    return be ? bitnet_unary(be, (bitnet_unary_op)op, x, n, 0.731f, y) : bitnet_unary_ref((bitnet_unary_op)op, x, n, 0.731f, y);
+}
+
+static void t_unary(bk_ctx *c, bitnet_unary_op op)
+{
+    t_elementwise(c, un[op].name, un[op].bound, un[op].lo, un[op].hi, unary_call, (int)op);
 }
 
 /* ---- softmax -------------------------------------------------------------------- */
@@ -350,25 +365,13 @@ static void t_permute(bk_ctx *c)
     bk_end(c);
 }
 
-static void t_scale(bk_ctx *c)
+static bitnet_status scale_call(bitnet_backend *be, int op, const float *x, uint64_t n, float *y)
 {
-    bk_begin(c, "scale", BK_ULP, 0);
-    shape_set ss;
-    shapes_of(c, &ss, 0);
-    for (size_t i = 0; i < ss.n; i++) {
-        uint64_t n = count(&ss.s[i]);
-        float *x = bk_alloc(n, 4), *r = bk_alloc(n, 4), *f = bk_alloc(n, 4);
-        char what[64];
-        snprintf(what, sizeof what, "n=%llu", (unsigned long long)n);
-        bk_fill(c, x, n, -3, 3);
-        bk_poison(r, n * 4), bk_poison(f, n * 4);
-        bitnet_status s1 = bitnet_scale_ref(x, n, -1.37f, r);
-        bitnet_status s2 = bitnet_scale(c->be, x, n, -1.37f, f);
-        if (!bk_status(c, s1, s2, what)) bk_add(c, bk_ulps(f, r, n), what);
-        free(x), free(r), free(f);
-    }
-    bk_end(c);
+    (void)op;
+    return be ? bitnet_scale(be, x, n, -1.37f, y) : bitnet_scale_ref(x, n, -1.37f, y);
 }
+
+static void t_scale(bk_ctx *c) { t_elementwise(c, "scale", 0, -3, 3, scale_call, 0); }
 
 void bk_run_ops(bk_ctx *c, int level)
 {

@@ -192,31 +192,40 @@ bitnet_status bitnet_t3_unpack(const uint8_t *t3, uint64_t rows, uint64_t cols, 
 
 /* ---- conversions ---------------------------------------------------------- */
 
-bitnet_status bitnet_t3_to_t2(const uint8_t *t3, uint64_t rows, uint64_t cols, uint8_t *t2)
+/* Converts rows between layouts through int8 values: unpack checks and
+ * reads one row of the input (row bytes rb_in), pack writes one row of the
+ * output (row bytes rb_out).  pack_check is given the larger T2 row size;
+ * the T3 size, never larger, then fits too. */
+typedef bitnet_status (*row_unpack_fn)(const char *op, const uint8_t *row, uint64_t r, uint64_t cols, int8_t *q);
+typedef bitnet_status (*row_pack_fn)(const char *op, const int8_t *q, uint64_t r, uint64_t cols, uint8_t *out);
+static bitnet_status convert_rows(const char *op, const uint8_t *in, size_t rb_in, row_unpack_fn unpack, uint64_t rows,
+                                  uint64_t cols, uint8_t *out, size_t rb_out, row_pack_fn pack)
 {
-    const size_t rb3 = bitnet_t3_row_bytes(cols), rb2 = bitnet_t2_row_bytes(cols);
-    bitnet_status st = pack_check("t3_to_t2", t3, t2, rows, cols, rb2);
+    bitnet_status st = pack_check(op, in, out, rows, cols, bitnet_t2_row_bytes(cols));
     if (st) return st;
-    /* rb3 <= rb2 for every cols, so the T3 size fits too */
     int8_t *q = malloc(cols ? (size_t)cols : 1);
-    if (!q) return bn_fail(BITNET_E_NOMEM, "t3_to_t2: out of memory");
+    if (!q) return bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
     for (uint64_t r = 0; r < rows && !st; r++)
-        if (!(st = t3_row_q("t3_to_t2", t3 + r * rb3, r, cols, q))) t2_pack_row(q, cols, t2 + r * rb2);
+        if (!(st = unpack(op, in + r * rb_in, r, cols, q))) st = pack(op, q, r, cols, out + r * rb_out);
     free(q);
     return st;
 }
 
+static bitnet_status t2_pack_row_op(const char *op, const int8_t *q, uint64_t r, uint64_t cols, uint8_t *out)
+{
+    (void)op, (void)r; /* the values come from a checked row */
+    t2_pack_row(q, cols, out);
+    return BITNET_OK;
+}
+
+bitnet_status bitnet_t3_to_t2(const uint8_t *t3, uint64_t rows, uint64_t cols, uint8_t *t2)
+{
+    return convert_rows("t3_to_t2", t3, bitnet_t3_row_bytes(cols), t3_row_q, rows, cols, t2, bitnet_t2_row_bytes(cols),
+                        t2_pack_row_op);
+}
+
 bitnet_status bitnet_t2_to_t3(const uint8_t *t2, uint64_t rows, uint64_t cols, uint8_t *t3)
 {
-    const size_t rb3 = bitnet_t3_row_bytes(cols), rb2 = bitnet_t2_row_bytes(cols);
-    bitnet_status st = pack_check("t2_to_t3", t2, t3, rows, cols, rb2);
-    if (st) return st;
-    int8_t *q = malloc(cols ? (size_t)cols : 1);
-    if (!q) return bn_fail(BITNET_E_NOMEM, "t2_to_t3: out of memory");
-    for (uint64_t r = 0; r < rows && !st; r++) {
-        if ((st = t2_row("t2_to_t3", t2 + r * rb2, r, cols, q))) break;
-        st = t3_pack_row("t2_to_t3", q, r, cols, t3 + r * rb3); /* t2_row gave only -1..1 */
-    }
-    free(q);
-    return st;
+    return convert_rows("t2_to_t3", t2, bitnet_t2_row_bytes(cols), t2_row, rows, cols, t3, bitnet_t3_row_bytes(cols),
+                        t3_pack_row);
 }

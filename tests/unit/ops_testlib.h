@@ -24,6 +24,14 @@ static inline bitnet_shape shape_from(const uint32_t *spec)
     return s;
 }
 
+/* Axes p[0..3] from the base-4 digits of code (0..255); 1 when they are a
+ * permutation of 0..3 (24 of the 256 codes). */
+static inline int perm4_of(uint32_t code, uint32_t p[4])
+{
+    for (int i = 0; i < 4; i++) p[i] = (code >> (2 * i)) & 3;
+    return (1u << p[0] | 1u << p[1] | 1u << p[2] | 1u << p[3]) == 15;
+}
+
 static inline uint64_t shape_n(const bitnet_shape *s)
 {
     uint64_t n = 1;

@@ -10,7 +10,7 @@
  * GEMM_MIN_TOKENS tokens, else bl_gemv.
  *
  * NV variants (for sweeps; read at every call):
- *   BITNET_GEMV_NV=0  bl_gemv_nv (default): one warp per row, 16-byte loads,
+ *   BITNET_GEMV_NV=0  bl_gemv_nv: one warp per row, 16-byte loads,
  *                     activations from global memory, GEMV_TT tokens a pass.
  *   BITNET_GEMV_NV=1  bl_gemv_nv1: NV_WARPS warps per work-group, NV_ROWS rows
  *                     per warp computed together, NV_UNROLL 32-byte blocks per
@@ -21,7 +21,7 @@
  *                     work-group and pass; when one token's row does not fit
  *                     (NV_LMEM bytes, default and cap: the device's local
  *                     memory less 1 KiB) it falls back to variant 1.
- *   BITNET_GEMV_NV=3  bl_gemv_nv3: as 2, with codes decoded by one AND per word
+ *   BITNET_GEMV_NV=3  bl_gemv_nv3 (the default when unset): as 2, with codes decoded by one AND per word
  *                     (unsigned, unshifted: dp4a.u32.s32, the four shifts of a
  *                     block summed apart) and the per-token activation sums
  *                     (made here) taken off; falls back to variant 1 as 2 does.
@@ -120,9 +120,13 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * The portable kernels break even near 16 tokens. */
     const int emulate = env_on("BITNET_GEMV_NV_EMULATE");
     const char *eopts = getenv("BITNET_GEMV_OPTS");
-    if (!eopts) eopts = "";
     const char *ev = getenv("BITNET_GEMV_NV");
-    const int nvv = ev && ev[0] >= '1' && ev[0] <= '3' && ev[1] == '\0' ? ev[0] - '0' : 0;
+    /* Default: variant 3, chosen by the sweep on an H200 (tests/device/
+     * gemv-sweep.sh, 2026-11-22): 16384x16384 in 45.8 us against 50.0 us for
+     * variant 0 at 1 token, 177 against 286 us at 8, 1.28 against 2.37 ms at
+     * 64; from 8 tokens on, 8 warps of one row with 4 blocks in flight won. */
+    const int nvv = !ev ? 3 : ev[0] >= '1' && ev[0] <= '3' && ev[1] == '\0' ? ev[0] - '0' : 0;
+    if (!eopts) eopts = !ev && T >= 8 ? "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4" : "";
     const long nv_warps = opt_value(eopts, "NV_WARPS", 4), nv_rows = opt_value(eopts, "NV_ROWS", 2),
                nv_tt = opt_value(eopts, "NV_TT", 4);
     size_t nv_lmem = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;

@@ -35,7 +35,8 @@ else
 Q := @
 endif
 
-PKGS      := zlib jansson argtable2 OpenCL openblas
+LIB_PKGS  := zlib jansson OpenCL openblas
+PKGS      := $(LIB_PKGS) argtable2
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS  := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)
 CMOCKA_LIBS := $(shell $(PKG_CONFIG) --libs cmocka 2>/dev/null || echo -lcmocka)
@@ -74,7 +75,7 @@ UNIT_HELPER_OBJ := $(UNIT_HELPER:%.c=$(BUILD)/%.o)
 
 MANPAGES := $(wildcard man/*.[157])
 
-.PHONY: fuzz-lib all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device deps
+.PHONY: FORCE fuzz-lib all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device deps
 all: lib tools tests
 
 lib: $(LIB_A)
@@ -163,13 +164,14 @@ fuzz: $(FUZZ_BIN)
 	$(Q)FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh $(FUZZ_BIN)
 
 # ---- install -----------------------------------------------------------------
-$(BUILD)/bitnet.pc: Makefile
+# Written at every install: it records the prefix given then.
+$(BUILD)/bitnet.pc: FORCE
 	@mkdir -p $(dir $@)
 	$(Q)printf '%s\n' 'prefix=$(prefix)' 'libdir=$(libdir)' 'includedir=$(includedir)' '' \
 	  'Name: bitnet' 'Description: ternary (BitNet b1.58) weights: file format, quantization, kernels' \
 	  'Version: $(shell sed -n 's/^#define BITNET_VERSION_STRING "\(.*\)"/\1/p' lib/bitnet.h)' \
 	  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lbitnet' \
-	  'Libs.private: -lpthread -lm' 'Requires.private: $(PKGS)' > $@
+	  'Libs.private: -lpthread -lm' 'Requires.private: $(LIB_PKGS)' > $@
 
 install: all $(BUILD)/bitnet.pc
 	install -d $(DESTDIR)$(bindir) $(DESTDIR)$(libdir)/pkgconfig $(DESTDIR)$(includedir) \

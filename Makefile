@@ -164,6 +164,7 @@ fuzz: $(FUZZ_BIN)
 	$(Q)FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh $(FUZZ_BIN)
 
 # ---- install -----------------------------------------------------------------
+FORCE:
 # Written at every install: it records the prefix given then.
 $(BUILD)/bitnet.pc: FORCE
 	@mkdir -p $(dir $@)

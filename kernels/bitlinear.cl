@@ -33,43 +33,11 @@
 #define TS 16 /* bl_gemm tile: TS rows x TS tokens */
 #endif
 
-/* The definition of lib/act.c: transcendental activations in double when
- * the device has fp64 (rounded once), else in float. */
-inline float bl_act(int act, float v)
-{
-#if BN_HAS_FP64
-    const double d = (double)v;
-    switch (act) {
-    case 1: return v > 0.0f ? v : 0.0f;
-    case 2: return (float)(0.5 * d * erfc(d * -0.70710678118654752));
-    case 3: {
-        const double inner = 0.79788456080286536 * (d + 0.044715 * (d * d * d));
-        return (float)(d / (1.0 + exp(-2.0 * inner)));
-    }
-    case 4: return (float)(1.0 / (1.0 + exp(-d)));
-    case 5: return (float)(d / (1.0 + exp(-d)));
-    default: return v;
-    }
-#else
-    switch (act) {
-    case 1: return v > 0.0f ? v : 0.0f;
-    case 2: return 0.5f * v * erfc(v * -0.70710678118654752f);
-    case 3: {
-        const float inner = 0.79788456080286536f * (v + 0.044715f * (v * v * v));
-        return v / (1.0f + exp(-2.0f * inner));
-    }
-    case 4: return 1.0f / (1.0f + exp(-v));
-    case 5: return v / (1.0f + exp(-v));
-    default: return v;
-    }
-#endif
-}
-
 inline void bl_store(__global float *y, bn_size idx, float v, __global const float *bias, int has_bias, bn_size o,
                      int act, long perturb)
 {
     if (has_bias) v = v + bias[o];
-    if (act) v = bl_act(act, v);
+    if (act) v = bn_act(act, v);
     if ((long)idx == perturb) v = bn_perturb(v);
     y[idx] = v;
 }

@@ -44,3 +44,36 @@ typedef float bn_real;
 /* The planted bug of the test hook BITNET_TEST_PERTURB: the host passes the
  * index of the element to corrupt, or -1. */
 inline float bn_perturb(float v) { return v != 0.0f ? -3.0f * v : 1.0f; }
+
+/* The activation of BitLinear and matmul epilogues (act codes as bitnet_act),
+ * the definition of lib/act.c: transcendental activations in double when
+ * the device has fp64 (rounded once), else in float. */
+inline float bn_act(int act, float v)
+{
+#if BN_HAS_FP64
+    const double d = (double)v;
+    switch (act) {
+    case 1: return v > 0.0f ? v : 0.0f;
+    case 2: return (float)(0.5 * d * erfc(d * -0.70710678118654752));
+    case 3: {
+        const double inner = 0.79788456080286536 * (d + 0.044715 * (d * d * d));
+        return (float)(d / (1.0 + exp(-2.0 * inner)));
+    }
+    case 4: return (float)(1.0 / (1.0 + exp(-d)));
+    case 5: return (float)(d / (1.0 + exp(-d)));
+    default: return v;
+    }
+#else
+    switch (act) {
+    case 1: return v > 0.0f ? v : 0.0f;
+    case 2: return 0.5f * v * erfc(v * -0.70710678118654752f);
+    case 3: {
+        const float inner = 0.79788456080286536f * (v + 0.044715f * (v * v * v));
+        return v / (1.0f + exp(-2.0f * inner));
+    }
+    case 4: return 1.0f / (1.0f + exp(-v));
+    case 5: return v / (1.0f + exp(-v));
+    default: return v;
+    }
+#endif
+}

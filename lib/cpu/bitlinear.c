@@ -327,7 +327,35 @@ static void rows_group(void *arg, uint64_t begin, uint64_t end)
         set_failed(j, 2);
         return;
     }
-    for (uint64_t o = begin; o < end; o++) {
+    /* Groups of whole blocks: one dot call per group for up to
+     * tokens_per_pass tokens (the kernels' natural layout; the AVX2 set is
+     * the one picked for group scales), the same float order as below. */
+    const int whole = w->group % BITNET_T2_BLOCK == 0 && !j->k->pair_layout;
+    const uint64_t bpg = w->group / BITNET_T2_BLOCK;
+    const int tpp = j->k->tokens_per_pass;
+    for (uint64_t o = begin; whole && o < end; o++) {
+        const uint8_t *row = w->t2 + o * j->rb;
+        const float *d = w->d + o * ng;
+        for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
+            const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
+            float sum[BN_T2_MAXT] = {0};
+            int32_t acc[BN_T2_MAXT];
+            for (uint64_t g = 0; g < ng; g++) {
+                const uint64_t b0 = g * bpg, b1 = b0 + bpg < j->nblocks ? b0 + bpg : j->nblocks;
+                j->k->dot(row + b0 * BITNET_T2_BLOCK_BYTES, j->xq + t0 * j->xstride + b0 * BITNET_T2_BLOCK, j->xstride,
+                          nt, (size_t)(b1 - b0), acc);
+                for (int i = 0; i < nt; i++) {
+                    const int32_t *xsub = j->xsub + (t0 + (uint64_t)i) * j->nsub;
+                    int32_t a = acc[i];
+                    for (uint64_t q = b0 * 4; q < b1 * 4 && q < j->nsub; q++) a -= xsub[q];
+                    sum[i] = sum[i] + (float)a * d[g];
+                }
+            }
+            for (int i = 0; i < nt; i++)
+                j->y[(t0 + (uint64_t)i) * out + o] = bn_bl_finish(sum[i] / j->xs[t0 + (uint64_t)i], io->bias, o, io->act);
+        }
+    }
+    for (uint64_t o = begin; !whole && o < end; o++) {
         const uint8_t *row = w->t2 + o * j->rb;
         const float *d = w->d + o * ng;
         for (uint64_t t = 0; t < T; t++) {

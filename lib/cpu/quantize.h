@@ -197,18 +197,8 @@ bitnet_status bn_quant_nonfinite(const char *op, const float *x, uint64_t cols, 
 uint32_t bn_div_rn_bits(int32_t a, float b);
 
 #if defined(__x86_64__)
-/* Fuzz builds (clang -fsanitize=fuzzer) compile the library without the
- * SIMD files: there the SIMD tables are weak and test as NULL. */
-#if defined(__has_feature)
-#if __has_feature(coverage_sanitizer)
-#define BN_QUANT_SIMD_WEAK __attribute__((weak))
-#endif
-#endif
-#ifndef BN_QUANT_SIMD_WEAK
-#define BN_QUANT_SIMD_WEAK
-#endif
-extern const bn_quant_kernels bn_quant_avx2 BN_QUANT_SIMD_WEAK;
-extern const bn_quant_kernels bn_quant_avx512 BN_QUANT_SIMD_WEAK;
+extern const bn_quant_kernels bn_quant_avx2;
+extern const bn_quant_kernels bn_quant_avx512;
 #endif
 
 #endif

@@ -65,10 +65,8 @@ static const bn_quant_kernels scalar_kernels = {"scalar", absum_scalar, bn_xchun
 const bn_quant_kernels *bn_quant_kernels_for(bn_simd simd)
 {
 #if defined(__x86_64__)
-    /* Read through volatile pointers: in fuzz builds the tables are weak. */
-    const bn_quant_kernels *volatile k512 = &bn_quant_avx512, *volatile k2 = &bn_quant_avx2;
-    if (simd >= BN_SIMD_AVX512 && k512) return k512;
-    if (simd >= BN_SIMD_AVX2 && k2) return k2;
+    if (simd >= BN_SIMD_AVX512) return &bn_quant_avx512;
+    if (simd >= BN_SIMD_AVX2) return &bn_quant_avx2;
 #else
     (void)simd;
 #endif

@@ -290,19 +290,15 @@ char *tool_split_spec(const char *spec, const char **tensor)
     char *file = strdup(spec);
     if (!file) return NULL;
     if (strcmp(spec, "-") == 0 || stat(spec, &sb) == 0) return file;
-    char *colon = strrchr(file, ':');
-    while (colon) {
-        *colon = 0;
+    /* Last ':' first; earlier ones too, since a tensor name may hold ':'. */
+    for (size_t i = strlen(spec); i-- > 0;) {
+        if (spec[i] != ':') continue;
+        file[i] = 0;
         if (strcmp(file, "-") == 0 || stat(file, &sb) == 0) {
-            *tensor = spec + (colon - file) + 1;
+            *tensor = spec + i + 1;
             return file;
         }
-        char *prev = colon;
-        *prev = ':';
-        /* try an earlier colon: the tensor name may itself contain ':' */
-        *prev = 0;
-        colon = strrchr(file, ':');
-        *prev = ':';
+        file[i] = ':';
     }
     return file;
 }

@@ -4,31 +4,20 @@
  * layout of bitlinear.c so that each shift k meets 64 contiguous int8.
  * An odd last block is read with a 32-byte mask (the upper codes are zero).
  */
-#include "bitlinear.h"
-
-#include <immintrin.h>
-
-#define INLINE static inline __attribute__((always_inline))
-
-INLINE __m512i load_pair(const uint8_t *w, size_t p, size_t nblocks)
-{
-    if (2 * p + 1 < nblocks) return _mm512_loadu_si512((const void *)(w + 64 * p));
-    return _mm512_maskz_loadu_epi8((__mmask64)0xffffffffu, w + 64 * p);
-}
+#include "bitlinear_x512.h"
 
 INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int nt, size_t nblocks, int32_t *acc)
 {
-    const __m512i mask = _mm512_set1_epi8(3), ones = _mm512_set1_epi16(1);
+    const __m512i ones = _mm512_set1_epi16(1);
     __m512i a[BN_T2_MAXT];
     #pragma GCC unroll 8
     for (int t = 0; t < nt; t++) a[t] = _mm512_setzero_si512();
     const size_t npairs = (nblocks + 1) / 2;
     for (size_t p = 0; p < npairs; p++) {
         const __m512i wb = load_pair(w, p, nblocks);
-        const __m512i c0 = _mm512_and_si512(wb, mask);
-        const __m512i c1 = _mm512_and_si512(_mm512_srli_epi16(wb, 2), mask);
-        const __m512i c2 = _mm512_and_si512(_mm512_srli_epi16(wb, 4), mask);
-        const __m512i c3 = _mm512_and_si512(_mm512_srli_epi16(wb, 6), mask);
+        __m512i c[4];
+        code_planes(wb, c);
+        const __m512i c0 = c[0], c1 = c[1], c2 = c[2], c3 = c[3];
         #pragma GCC unroll 8
         for (int t = 0; t < nt; t++) {
             const int8_t *xp = x + (size_t)t * xstride + 256 * p;

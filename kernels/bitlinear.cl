@@ -499,5 +499,86 @@ void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global cons
         BL_NV_BODY(BL_XL, NV_TEST_V3, bl_block_qu, bl_block_dotu, BL_XSUM)
     }
 }
+/* Variant 4: for bandwidth.  Lane l of a warp takes the 16-byte half
+ * blocks h = l, l + 32, ... of a row, so one load instruction of the warp
+ * reads 512 consecutive bytes; NV_U of them per lane are in flight before
+ * the row is computed.  Each warp does `rw` rows (set by the host so that
+ * the grid still fills the device) and the activations of the pass are
+ * staged once per work-group, swizzled: 16-byte chunk c of token i at
+ * xl[i * 8 nbp + (c & 7) nbp + (c >> 3)], nbp >= nblocks and nbp % 8 == 4,
+ * so that the 8 lanes of each quarter warp read 8 different bank groups.
+ * Codes decoded as in variant 3 (one AND per word, the four shifts summed
+ * apart and divided back per half block, the activation sum taken off). */
+#ifndef NV_U
+#define NV_U 4
+#endif
+#ifndef NV_TEST_V4
+#define NV_TEST_V4 0
+#endif
+/* sum code * x over one half block (64 weights): xk holds the 16
+ * activations that meet the codes at shift k */
+inline int bl_half_dotu(uint4 wv, int4 x0, int4 x1, int4 x2, int4 x3)
+{
+    const uint m0 = 0x03030303u, m1 = m0 << 2, m2 = m0 << 4, m3 = m0 << 6;
+    int p0 = bl_dp4a_us(wv.x & m0, x0.x, 0), p1 = bl_dp4a_us(wv.x & m1, x1.x, 0);
+    int p2 = bl_dp4a_us(wv.x & m2, x2.x, 0), p3 = bl_dp4a_us(wv.x & m3, x3.x, 0);
+    p0 = bl_dp4a_us(wv.y & m0, x0.y, p0), p1 = bl_dp4a_us(wv.y & m1, x1.y, p1);
+    p2 = bl_dp4a_us(wv.y & m2, x2.y, p2), p3 = bl_dp4a_us(wv.y & m3, x3.y, p3);
+    p0 = bl_dp4a_us(wv.z & m0, x0.z, p0), p1 = bl_dp4a_us(wv.z & m1, x1.z, p1);
+    p2 = bl_dp4a_us(wv.z & m2, x2.z, p2), p3 = bl_dp4a_us(wv.z & m3, x3.z, p3);
+    p0 = bl_dp4a_us(wv.w & m0, x0.w, p0), p1 = bl_dp4a_us(wv.w & m1, x1.w, p1);
+    p2 = bl_dp4a_us(wv.w & m2, x2.w, p2), p3 = bl_dp4a_us(wv.w & m3, x3.w, p3);
+    return p0 + p1 / 4 + p2 / 16 + p3 / 64; /* exact: multiples */
+}
+#define BL_XL4(i, c) xl[(uint)(i) * 8 * nbp + ((uint)(c) & 7) * nbp + ((uint)(c) >> 3)]
+__kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
+void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
+                 const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
+                 const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
+                 const long perturb, __local int4 *xl, const int tt, __global const int *xsum, const uint nbp,
+                 const uint rw)
+{
+    BL_WSCRATCH(NV_WARPS);
+    const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
+    const bn_size nh = 2 * nblocks, nx = xstride / 16;
+    const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * (bn_size)rw;
+    for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
+        const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl */
+        for (int i = 0; i < nt; i++)
+            for (uint c = (uint)lid; c < (uint)nx; c += 32 * NV_WARPS) BL_XL4(i, c) = xg[(t0 + (bn_size)i) * nx + c];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint r = 0; r < rw; r++) {
+            const bn_size row = r0 + r;
+            const int ok = row < out;
+            __global const uint4 *wr = w + (ok ? row : 0) * nh;
+            int acc[NV_TT];
+            for (int i = 0; i < NV_TT; i++) acc[i] = NV_TEST_V4;
+            for (bn_size h0 = 0; h0 < nh; h0 += 32 * NV_U) {
+                uint4 wv[NV_U];
+                for (int u = 0; u < NV_U; u++) {
+                    const bn_size h = h0 + (bn_size)(32 * u + lane);
+                    wv[u] = ok && h < nh ? wr[h] : (uint4)(0);
+                }
+                for (int u = 0; u < NV_U; u++) {
+                    const bn_size h = h0 + (bn_size)(32 * u + lane);
+                    if (h >= nh) break;
+                    const uint c = (uint)(h >> 1) * 8 + (uint)(h & 1); /* chunk of shift 0 */
+                    for (int i = 0; i < NV_TT; i++) {
+                        if (i >= nt) break;
+                        acc[i] += bl_half_dotu(wv[u], BL_XL4(i, c), BL_XL4(i, c + 2), BL_XL4(i, c + 4), BL_XL4(i, c + 6));
+                    }
+                }
+            }
+            for (int i = 0; i < NV_TT; i++) {
+                const int a = BL_WSUM(acc[i]);
+                if (lane == 0 && ok && i < nt) {
+                    const float v = bl_scale(a - xsum[t0 + i], per_row ? d[row] : d[0], xs[t0 + i]);
+                    bl_store(y, (t0 + i) * out + row, v, bias, has_bias, row, act, perturb);
+                }
+            }
+        }
+    }
+}
 #endif /* NV_VARIANTS */
 #endif /* __NV_CL_C_VERSION || NV_EMULATE */

@@ -25,6 +25,12 @@
  *                     (unsigned, unshifted: dp4a.u32.s32, the four shifts of a
  *                     block summed apart) and the per-token activation sums
  *                     (made here) taken off; falls back to variant 1 as 2 does.
+ *   BITNET_GEMV_NV=4  bl_gemv_nv4: lanes take consecutive 16-byte half blocks
+ *                     (512-byte loads per warp), NV_U of them per lane in
+ *                     flight, NV_RW rows per warp (default: enough to leave
+ *                     about 4 work-groups per compute unit, at most 16),
+ *                     activations staged once per work-group (swizzled);
+ *                     decoding as 3; falls back to variant 1 as 2 does.
  *   BITNET_GEMV_OPTS="-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=8
  *                     -DNV_LMEM=32768" is appended to the build options
  *                     (the kernel defaults: 4, 2, 2, 4); the host reads the
@@ -125,20 +131,23 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * gemv-sweep.sh, 2026-11-22): 16384x16384 in 45.8 us against 50.0 us for
      * variant 0 at 1 token, 177 against 286 us at 8, 1.28 against 2.37 ms at
      * 64; from 8 tokens on, 8 warps of one row with 4 blocks in flight won. */
-    const int nvv = !ev ? 3 : ev[0] >= '1' && ev[0] <= '3' && ev[1] == '\0' ? ev[0] - '0' : 0;
+    const int nvv = !ev ? 3 : ev[0] >= '1' && ev[0] <= '4' && ev[1] == '\0' ? ev[0] - '0' : 0;
     if (!eopts) eopts = !ev && T >= 8 ? "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4" : "";
     const long nv_warps = opt_value(eopts, "NV_WARPS", 4), nv_rows = opt_value(eopts, "NV_ROWS", 2),
                nv_tt = opt_value(eopts, "NV_TT", 4);
     size_t nv_lmem = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;
     if ((size_t)opt_value(eopts, "NV_LMEM", (long)nv_lmem) < nv_lmem) nv_lmem = (size_t)opt_value(eopts, "NV_LMEM", 0);
-    const size_t lrow = 128 * (nblocks | 1); /* bytes of one token's staged (padded) activations */
+    /* variant 4 pads its staged rows to nbp4 blocks, nbp4 % 8 == 4 */
+    const size_t nbp4 = nblocks + ((12 - nblocks % 8) % 8);
+    /* bytes of one token's staged (padded) activations */
+    const size_t lrow = 128 * (nvv == 4 ? nbp4 : (nblocks | 1));
     uint64_t tt_fit = nv_lmem / lrow;
     if (tt_fit > (uint64_t)nv_tt) tt_fit = (uint64_t)nv_tt;
     if (tt_fit > T) tt_fit = T;
     const cl_int nv_tt_run = (cl_int)tt_fit; /* variant 2: tokens staged per pass */
     if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !want_portable()) || emulate)
-        kname = nvv >= 2 && nv_tt_run > 0 ? (nvv == 3 ? "bl_gemv_nv3" : "bl_gemv_nv2")
+        kname = nvv >= 2 && nv_tt_run > 0 ? (nvv == 4 ? "bl_gemv_nv4" : nvv == 3 ? "bl_gemv_nv3" : "bl_gemv_nv2")
                 : nvv >= 1                      ? "bl_gemv_nv1"
                                                 : "bl_gemv_nv";
     else if (T > GEMM_MIN_TOKENS) kname = "bl_gemm";
@@ -164,7 +173,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         (st = bn_ocl_upload(o, bd, 0, w->d, nd * sizeof(float))))
         goto out;
     if (io->bias && (st = bn_ocl_upload(o, bb, 0, io->bias, (size_t)out * sizeof(float)))) goto out;
-    const int nv3 = strcmp(kname, "bl_gemv_nv3") == 0;
+    const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
     if (nv3) { /* per-token sums of the activations (int32 like every sum of the op) */
         xsum = malloc((size_t)T * sizeof *xsum);
         if (!xsum) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
@@ -197,16 +206,22 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         const int nv12 = strncmp(kname, "bl_gemv_nv", 10) == 0 && kname[10] != '\0';
         const cl_ulong c_len = gemm || nv12 ? c_nblocks : c_nhalf;
         /* bl_gemv_nv2 takes two more: its local staging buffer and tokens per pass;
-         * bl_gemv_nv3 a third: the per-token sums */
-        const int nargs = nv3 ? 17 : strcmp(kname, "bl_gemv_nv2") == 0 ? 16 : 14;
+         * bl_gemv_nv3 a third: the per-token sums; bl_gemv_nv4 two more: the
+         * padded row of its staging buffer (blocks) and rows per warp: by
+         * default as many as leave about 4 work-groups per compute unit */
+        const uint64_t wg4 = (uint64_t)nv_warps * 4 * (caps->compute_units ? caps->compute_units : 1);
+        uint64_t rw4 = out / wg4;
+        rw4 = rw4 < 1 ? 1 : rw4 > 16 ? 16 : rw4;
+        const cl_uint c_nbp4 = (cl_uint)nbp4, c_rw4 = (cl_uint)opt_value(eopts, "NV_RW", (long)rw4);
+        const int nargs = nv4 ? 19 : nv3 ? 17 : strcmp(kname, "bl_gemv_nv2") == 0 ? 16 : 14;
         st = bn_ocl_args(o, k, nargs, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd,
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len,
                          sizeof c_xstride, &c_xstride, sizeof perturb, &perturb,
                          (size_t)nv_tt_run * lrow, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run,
-                         sizeof bsum, &bsum);
+                         sizeof bsum, &bsum, sizeof c_nbp4, &c_nbp4, sizeof c_rw4, &c_rw4);
         if (nv12) {
-            const uint64_t per_wg = (uint64_t)nv_warps * (uint64_t)nv_rows;
+            const uint64_t per_wg = (uint64_t)nv_warps * (nv4 ? (uint64_t)c_rw4 : (uint64_t)nv_rows);
             local[0] = 32;
             local[1] = (size_t)nv_warps;
             global[0] = 32;

@@ -387,6 +387,9 @@ static const nvconf nvconfs[] = {
     {"3", ""},
     {"3", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
     {"3", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
+    {"4", ""},
+    {"4", "-DNV_WARPS=3 -DNV_RW=3 -DNV_U=1 -DNV_TT=8 -DNV_LMEM=4300"},
+    {"4", "-DNV_WARPS=1 -DNV_RW=2 -DNV_U=3 -DNV_TT=5 -DNV_LMEM=1024"},
 };
 #define NNVCONF (sizeof nvconfs / sizeof nvconfs[0])
 
@@ -472,14 +475,15 @@ static void test_opencl_nv_emulated(void **state)
 
     /* The test can fail, and the variant asked for is the one that runs:
      * -DNV_TEST_V<n>=m starts each lane's sums of variant n at m, so with
-     * d = s = 1 every output is off by exactly 32 m.  Variants 2 and 3
+     * d = s = 1 every output is off by exactly 32 m.  Variants 2, 3 and 4
      * without room for one token's activations (in 4097 > NV_LMEM) must run
      * variant 1. */
-    static const nvconf hook[] = {{"0", ""}, {"1", ""}, {"2", ""}, {"3", ""}};
-    static const char *const hook_opts = "-DNV_LMEM=4096 -DNV_TEST_V0=1 -DNV_TEST_V1=2 -DNV_TEST_V2=3 -DNV_TEST_V3=4";
+    static const nvconf hook[] = {{"0", ""}, {"1", ""}, {"2", ""}, {"3", ""}, {"4", ""}};
+    static const char *const hook_opts =
+        "-DNV_LMEM=4096 -DNV_TEST_V0=1 -DNV_TEST_V1=2 -DNV_TEST_V2=3 -DNV_TEST_V3=4 -DNV_TEST_V4=5";
     static const uint64_t hook_in[] = {255, 4097};
     for (size_t a = 0; a < 2; a++)
-        for (int vv = 0; vv < 4; vv++) {
+        for (int vv = 0; vv < 5; vv++) {
             rcase c;
             case_make(&c, hook_in[a], 9, 3, BITNET_SCALE_TENSOR, 0);
             c.d[0] = 1.0f;

@@ -33,9 +33,16 @@ BUDGET=${BUDGET:-85}
 # variant|options (<= 12), most promising first (phase 1 may run out of BUDGET):
 # 0 is the current kernel; 1 global activations, several rows per warp,
 # unrolled loads; 2 activations staged in local memory; 3 as 2 with one-AND
-# decoding (see lib/opencl/bitlinear.c)
+# decoding; 4 512-byte warp loads, rows per warp, swizzled staging (see
+# lib/opencl/bitlinear.c)
 COMBOS=(
     "0|"
+    "4|-DNV_WARPS=8 -DNV_U=4"
+    "4|-DNV_WARPS=16 -DNV_U=8"
+    "4|-DNV_WARPS=8 -DNV_U=8 -DNV_RW=1"
+    "4|-DNV_WARPS=4 -DNV_U=4 -DNV_RW=4"
+    "4|-DNV_WARPS=16 -DNV_U=2 -DNV_RW=2"
+    "4|-DNV_WARPS=8 -DNV_U=4 -DNV_TT=8"
     "3|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2"
     "3|-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4"
     "3|-DNV_WARPS=4 -DNV_ROWS=4 -DNV_UNROLL=2"
@@ -54,6 +61,9 @@ command -v "$B" > /dev/null || { echo "gemv-sweep: $B not found" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gemv-sweep.XXXXXX") || exit 3
 trap 'rm -rf "$tmp"' EXIT
 common=(--op bitlinear --scale row --device opencl --baseline none --format csv)
+# weights kept on the device when the bench can (no upload between calls, so
+# the GPU runs back to back as in the copy roofline and the cuBLAS baseline)
+"$B" --help 2>&1 | grep -q -- --keep-weights && [ "${KEEP:-1}" = 1 ] && common+=(--keep-weights)
 start=$SECONDS
 
 echo "== phase 1: timing (${#COMBOS[@]} combinations, shapes $SHAPES, tokens $TOKENS)" >&2

@@ -81,7 +81,7 @@ tool_std_args tool_std_args_new(void)
     a.help = arg_lit0("h", "help", "print this help and exit");
     a.version = arg_lit0(NULL, "version", "print the version and exit");
     a.quiet = arg_lit0("q", "quiet", "print only errors");
-    a.verbose = arg_lit0("v", "verbose", "print more");
+    a.verbose = arg_litn("v", "verbose", 0, 2, "print more (twice: debug messages, e.g. OpenCL builds)");
     a.force = arg_lit0("f", "force", "write binary data to a terminal anyway");
     return a;
 }
@@ -131,7 +131,7 @@ int tool_parse(int argc, char **argv, void **table, const tool_std_args *std, co
         return EXIT_USAGE;
     }
     if (std->quiet->count) tool_verbosity = 0;
-    if (std->verbose->count) tool_verbosity = 2;
+    if (std->verbose->count) tool_verbosity = 1 + std->verbose->count;
     return EXIT_OK;
 }
 

@@ -237,7 +237,8 @@ static unsigned char *program_binary(cl_program prog, size_t *len)
 
 /* ---- builds ------------------------------------------------------------------------ */
 
-static bitnet_status build_failed(bn_ocl *o, cl_program prog, cl_int err, const char *family, const char *opts)
+/* The build log of prog (malloc'd, NUL-terminated) or NULL. */
+static char *build_log(bn_ocl *o, cl_program prog)
 {
     size_t n = 0;
     char *log = NULL;
@@ -248,6 +249,12 @@ static bitnet_status build_failed(bn_ocl *o, cl_program prog, cl_int err, const 
         else if (log)
             log[0] = 0;
     }
+    return log;
+}
+
+static bitnet_status build_failed(bn_ocl *o, cl_program prog, cl_int err, const char *family, const char *opts)
+{
+    char *log = build_log(o, prog);
     bitnet_status st = bn_fail(BITNET_E_BUILD,
                                "building kernels/%s.cl with '%s' on %s failed: clBuildProgram: %s (%d); build log:\n%s",
                                family, opts, o->caps.name, bn_cl_errname(err), (int)err,
@@ -311,6 +318,11 @@ static bitnet_status build(bn_ocl *o, const char *family, const char *options, c
     }
     bn_backend_log(o->be, BITNET_LOG_DEBUG, "opencl: built kernels/%s.cl (%s) in %.1f ms", family, opts,
                    bn_now_ms() - t0);
+    char *log = build_log(o, prog); /* warnings of a good build, for -v -v */
+    size_t sp = 0;
+    while (log && log[sp] && strchr(" \t\r\n", log[sp])) sp++;
+    if (log && log[sp]) bn_backend_log(o->be, BITNET_LOG_DEBUG, "opencl: build log of kernels/%s.cl:\n%s", family, log + sp);
+    free(log);
     if (use_cache) {
         size_t blen = 0;
         unsigned char *bin = program_binary(prog, &blen);

@@ -472,6 +472,42 @@ void bitnet_backend_stats_format(const bitnet_backend *be, char *buf, size_t siz
     }
 }
 
+/* ---- device-resident weights ---------------------------------------------------- */
+
+bitnet_status bitnet_backend_keep(bitnet_backend *be, const void *p, size_t bytes)
+{
+    if (!p || bytes == 0)
+        return bn_fail(BITNET_E_INVALID, "bitnet_backend_keep: %s", !p ? "NULL pointer" : "0 bytes");
+    if (!be || be->mode == BN_MODE_CPU || !bn_ocl_ops.keep) return BITNET_OK;
+    if (be->mode == BN_MODE_AUTO) {
+        if (!be->ocl_probed) auto_probe(be);
+        if (be->ocl_disabled) return BITNET_OK;
+    }
+    const int had_ocl = be->ocl != NULL;
+    bitnet_status st = bn_backend_ensure_ocl(be);
+    if (st == BITNET_OK) {
+        snprintf(be->cur_op, sizeof be->cur_op, "keep"); /* the upload is booked under "keep" */
+        st = bn_ocl_ops.keep(be->ocl, p, bytes);
+    }
+    if (st == BITNET_OK || be->mode != BN_MODE_AUTO) return st;
+    /* auto: nothing kept, and the ops read host memory as before */
+    if (!had_ocl && !be->ocl) {
+        bn_backend_fallback(be, "keep", st);
+    } else {
+        bn_backend_log(be, BITNET_LOG_WARN, "could not keep %zu bytes on the device (%s: %s); they stay in host memory",
+                       bytes, bitnet_strerror(st), bitnet_error_detail());
+        bitnet_error_clear();
+    }
+    return BITNET_OK;
+}
+
+void bitnet_backend_forget(bitnet_backend *be, const void *p)
+{
+    if (be && be->ocl && p && bn_ocl_ops.forget) bn_ocl_ops.forget(be->ocl, p);
+}
+
+uint64_t bitnet_backend_kept_bytes(const bitnet_backend *be) { return be && be->ocl ? bn_ocl_kept_bytes(be->ocl) : 0; }
+
 /* ---- the plumbing op ------------------------------------------------------------ */
 
 bitnet_status bitnet_scale(bitnet_backend *be, const float *x, uint64_t n, float alpha, float *y)

@@ -39,6 +39,10 @@ typedef struct bn_backend_ops {
                                const float *bias, float eps, int rms, float *y);
     bitnet_status (*permute)(void *ctx, const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);
     bitnet_status (*scale)(void *ctx, const float *x, uint64_t n, float alpha, float *y); /* the plumbing op */
+    /* Device-resident weights (optional; NULL on the CPU): bitnet_backend_keep
+     * copies p[0..bytes) to the device; forget drops that copy (if any). */
+    bitnet_status (*keep)(void *ctx, const void *p, size_t bytes);
+    void (*forget)(void *ctx, const void *p);
     void (*free)(void *ctx);
 } bn_backend_ops;
 

@@ -351,6 +351,21 @@ void bitnet_backend_stats_reset(bitnet_backend *be);
 /* The cache directory ($XDG_CACHE_HOME/bitnet or ~/.cache/bitnet) into buf. */
 const char *bitnet_cache_dir(char *buf, size_t size);
 
+/* ==== device-resident weights ============================================ */
+
+/* Copies p[0..bytes) to the backend's device now and keeps it there.  Later
+ * calls whose weight operand starts at p (bitnet_ternary_matrix.t2 and .d,
+ * the w of bitnet_matmul_f32) and fits in bytes read the device copy instead
+ * of uploading it again.  The memory must not change while kept; keeping p
+ * again re-uploads it (after a change).  On the CPU backend (and for ops that
+ * run on the CPU) it changes nothing and returns BITNET_OK.  Errors:
+ * BITNET_E_INVALID (NULL p, bytes 0), BITNET_E_DEVICE_MEMORY. */
+bitnet_status bitnet_backend_keep(bitnet_backend *be, const void *p, size_t bytes);
+/* Drops the device copy kept for p (nothing if none); bitnet_backend_free drops all. */
+void bitnet_backend_forget(bitnet_backend *be, const void *p);
+/* Bytes kept on the device now (0 on the CPU backend). */
+uint64_t bitnet_backend_kept_bytes(const bitnet_backend *be);
+
 /* ==== quantization (BitNet b1.58) ======================================== */
 
 /* Weights, absmean: d = max((float)mean|W|, 1e-5f) per tensor/row/group;

@@ -111,6 +111,8 @@ int main(int argc, char **argv)
     struct arg_int *a_roof = arg_int0(NULL, "roofline-size", "MiB", "bytes of the roofline copy (default 256, grown on fast devices)");
     struct arg_str *a_timer = arg_str0(NULL, "timer", "auto|e2e", "auto: kernel time on OpenCL; e2e: always end to end");
     struct arg_lit *a_nocheck = arg_lit0(NULL, "no-check", "skip the reference checks");
+    struct arg_lit *a_keep =
+        arg_lit0(NULL, "keep-weights", "bitlinear, matmul_f32: weights stay on the device (no upload per call)");
     struct arg_str *a_format = arg_str0(NULL, "format", "table|md|csv|json|jsonl", "output format (default table)");
     struct arg_file *a_out = arg_file0("o", "output", "FILE", "write results to FILE (default stdout)");
     struct arg_file *a_plot = arg_file0(NULL, "plot", "FILE.png|FILE.svg", "plot GB/s against size with gnuplot");
@@ -119,9 +121,9 @@ int main(int argc, char **argv)
     struct arg_lit *a_list = arg_lit0(NULL, "list-devices", "list devices (as bitnet-info --devices) and exit");
     struct arg_end *end = arg_end(20);
     void *table[] = {a_op, a_shape, a_sweep, a_model, a_tokens, a_scale, dev.device, dev.threads, a_base, a_reps,
-                     a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_format,
-                     a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet, std.verbose,
-                     std.force, end};
+                     a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_keep,
+                     a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
+                     std.verbose, std.force, end};
     bench_devices devs = {0};
     bench_rows rows = {0};
     bench_plan *plan = calloc(1, sizeof *plan);
@@ -151,6 +153,7 @@ int main(int argc, char **argv)
     if (a_roof->count) o.roof_bytes = (uint64_t)(a_roof->ival[0] > 0 ? a_roof->ival[0] : 0) * MIB;
     if (a_scale->count) o.scales = a_scale->sval[0];
     o.no_check = a_nocheck->count > 0;
+    o.keep_weights = a_keep->count > 0;
     o.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     if (o.min_reps < 1 || o.min_time_s < 0 || o.warmup < 0 || o.max_reps < o.min_reps || o.max_mem == 0 ||
         o.roof_bytes == 0 || (a_seed->count && a_seed->ival[0] < 0)) {

@@ -64,5 +64,6 @@ const bn_backend_ops bn_ocl_ops = {
     .reduce = bn_ocl_reduce,
     .layernorm = bn_ocl_layernorm,
     .permute = bn_ocl_permute,
+    .keep = bn_ocl_keep, .forget = bn_ocl_forget,
     /* more ops above */
 };

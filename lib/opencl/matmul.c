@@ -18,10 +18,11 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     /* sizes were checked by bn_matmul_check (each below 2^31 elements) */
     const size_t xb = (size_t)(tokens * in) * 4, wb = (size_t)(out * in) * 4, yb = (size_t)(tokens * out) * 4;
     cl_mem bx = NULL, bw = NULL, bb = NULL, by = NULL;
-    if ((st = bn_ocl_alloc(o, xb, &bx)) || (st = bn_ocl_alloc(o, wb, &bw)) ||
+    int wkept = 0;
+    if ((st = bn_ocl_alloc(o, xb, &bx)) || (st = bn_ocl_weight(o, w, wb, &bw, &wkept)) ||
         (st = bn_ocl_alloc(o, (bias ? (size_t)out : 1) * 4, &bb)) || (st = bn_ocl_alloc(o, yb, &by)))
         goto out;
-    if ((st = bn_ocl_upload(o, bx, 0, x, xb)) || (st = bn_ocl_upload(o, bw, 0, w, wb))) goto out;
+    if ((st = bn_ocl_upload(o, bx, 0, x, xb))) goto out;
     if (bias && (st = bn_ocl_upload(o, bb, 0, bias, (size_t)out * 4))) goto out;
     const cl_int has_bias = bias != NULL, a = (cl_int)act;
     const cl_ulong ct = tokens, ci = in, co = out;
@@ -37,7 +38,7 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     st = bn_ocl_download(o, by, 0, y, yb);
 out:
     bn_ocl_release(o, bx);
-    bn_ocl_release(o, bw);
+    if (!wkept) bn_ocl_release(o, bw);
     bn_ocl_release(o, bb);
     bn_ocl_release(o, by);
     return st;

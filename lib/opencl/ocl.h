@@ -30,6 +30,13 @@ bitnet_status bn_ocl_kernel(bn_ocl *o, const char *family, const char *name, con
 /* Pooled device buffers (reused by size class; statistics kept). */
 bitnet_status bn_ocl_alloc(bn_ocl *o, size_t bytes, cl_mem *m);
 void bn_ocl_release(bn_ocl *o, cl_mem m);
+/* Device-resident weights (lib/opencl/keep.c): bitnet_backend_keep/forget. */
+bitnet_status bn_ocl_keep(void *ctx, const void *host, size_t bytes);
+void bn_ocl_forget(void *ctx, const void *host);
+uint64_t bn_ocl_kept_bytes(const bn_ocl *o);
+/* The device buffer holding host[0..bytes): the kept copy when host is kept with at least
+ * bytes (*kept = 1), else a pooled buffer uploaded now (*kept = 0; release it with bn_ocl_release). */
+bitnet_status bn_ocl_weight(bn_ocl *o, const void *host, size_t bytes, cl_mem *m, int *kept);
 /* Blocking transfers, timed. */
 bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes);
 bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes);

@@ -27,6 +27,12 @@ typedef struct {
 } bn_ocl_buf;
 
 typedef struct {
+    const void *host; /* a kept weight operand: host[0..bytes) lives in m */
+    size_t bytes;
+    cl_mem m;
+} bn_ocl_kept;
+
+typedef struct {
     cl_event ev;
     char op[32];
 } bn_ocl_pending;
@@ -50,6 +56,10 @@ struct bn_ocl {
     bn_ocl_pending *pending;
     size_t npending, cappending;
     double last_kernel_ms;
+    /* kept weights (keep.c), sorted by host address */
+    bn_ocl_kept *kept;
+    size_t nkept, capkept;
+    uint64_t kept_bytes;
 };
 
 /* Collects the profiling times of finished kernels into the op stats
@@ -57,6 +67,7 @@ struct bn_ocl {
 void bn_ocl_collect(bn_ocl *o);
 void bn_ocl_programs_free(bn_ocl *o);
 void bn_ocl_pool_free(bn_ocl *o);
+void bn_ocl_keep_free(bn_ocl *o); /* drops every kept weight */
 /* A simulated failure (BITNET_TEST_FAIL) reported like a real one. */
 bitnet_status bn_cl_fail_test(cl_int err, const char *call, const char *file, int line);
 /* Fills caps for one device. */

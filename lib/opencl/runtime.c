@@ -258,6 +258,7 @@ void bn_ocl_free(bn_ocl *o)
     }
     free(o->pending);
     bn_ocl_programs_free(o);
+    bn_ocl_keep_free(o);
     bn_ocl_pool_free(o);
     if (o->queue) clReleaseCommandQueue(o->queue);
     if (o->ctx) clReleaseContext(o->ctx);

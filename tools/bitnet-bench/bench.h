@@ -32,6 +32,7 @@ typedef struct {
     uint64_t roof_bytes;   /* bytes for the per-device roofline */
     int no_check;
     int force_e2e;         /* --timer e2e: ignore kernel times */
+    int keep_weights;      /* --keep-weights: ops with weights keep them on the device */
     const char *scales;    /* --scale list */
     const char *tmpdir;    /* for the file op */
 } bench_opts;
@@ -62,6 +63,9 @@ typedef struct {
      * else writes a reason. */
     int (*check)(bench_case *c, char *why, size_t n);
     void (*teardown)(bench_case *c);
+    /* (optional) Keeps (keep = 1) or forgets (0) the weights of every set on
+     * be's device: --keep-weights (bench_keep_bufs does one operand). */
+    bitnet_status (*keep)(bench_case *c, bitnet_backend *be, int keep);
 } bench_op;
 
 struct bench_case {
@@ -221,6 +225,8 @@ void bench_ternary_of(const bench_case *c, bench_ternary *t);
  * 0 ok, else the reason in why. */
 int bench_check_f32_ref(float *ref, bitnet_status st, const float *y, uint64_t n, uint32_t max_ulp, double nmse,
                         char *why, size_t wn);
+/* Keeps (keep = 1) or forgets (0) each of the nsets buffers of `bytes` on be's device. */
+bitnet_status bench_keep_bufs(bitnet_backend *be, int keep, void **b, size_t nsets, uint64_t bytes);
 /* A setup for ops that allocate nothing (the library times its own buffers). */
 bitnet_status bench_setup_none(bench_case *c);
 

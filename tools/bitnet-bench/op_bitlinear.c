@@ -58,6 +58,14 @@ static bitnet_status bl_run(bench_case *c, bitnet_backend *be, size_t set, doubl
     return bitnet_bitlinear(be, &w, &io);
 }
 
+static bitnet_status bl_keep(bench_case *c, bitnet_backend *be, int keep)
+{
+    bl_state *s = c->st;
+    bitnet_status st = bench_keep_bufs(be, keep, s->t2, c->nsets, s->t.t2_bytes);
+    if (st == BITNET_OK || !keep) st = bench_keep_bufs(be, keep, s->d, c->nsets, s->t.nd * 4);
+    return st;
+}
+
 static int bl_check(bench_case *c, char *why, size_t wn)
 {
     float *y = malloc(c->tokens * c->m * 4);
@@ -74,5 +82,5 @@ static int bl_check(bench_case *c, char *why, size_t wn)
 const bench_op bench_op_bitlinear = {
     .name = "bitlinear", .shape = BENCH_SHAPE_MATRIX, .uses_tokens = 1, .product = 1, .has_baseline_blas = 1,
     .variants = bench_scale_variants, .sizes = bl_sizes, .setup = bl_setup, .run = bl_run,
-    .check = bl_check, .teardown = bl_teardown,
+    .check = bl_check, .teardown = bl_teardown, .keep = bl_keep,
 };

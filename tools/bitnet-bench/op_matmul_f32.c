@@ -40,6 +40,11 @@ static bitnet_status mm_run(bench_case *c, bitnet_backend *be, size_t set, doubl
     return bitnet_matmul_f32(be, s->x[set], c->tokens, c->k, s->w[set], c->m, NULL, BITNET_ACT_NONE, s->y[set]);
 }
 
+static bitnet_status mm_keep(bench_case *c, bitnet_backend *be, int keep)
+{
+    return bench_keep_bufs(be, keep, ((mm_state *)c->st)->w, c->nsets, c->m * c->k * 4);
+}
+
 static int mm_check(bench_case *c, char *why, size_t wn)
 {
     mm_state *s = c->st;
@@ -52,4 +57,5 @@ static int mm_check(bench_case *c, char *why, size_t wn)
 const bench_op bench_op_matmul_f32 = {
     .name = "matmul_f32", .shape = BENCH_SHAPE_MATRIX, .uses_tokens = 1, .product = 1, .has_baseline_blas = 1,
     .sizes = mm_sizes, .setup = mm_setup, .run = mm_run, .check = mm_check, .teardown = mm_teardown,
+    .keep = mm_keep,
 };

@@ -355,7 +355,7 @@ const char *bitnet_cache_dir(char *buf, size_t size);
 
 /* Copies p[0..bytes) to the backend's device now and keeps it there.  Later
  * calls whose weight operand starts at p (bitnet_ternary_matrix.t2 and .d,
- * the w of bitnet_matmul_f32) and fits in bytes read the device copy instead
+ * the w of bitnet_matmul_f32, the bias of either) and fits in bytes read the device copy instead
  * of uploading it again.  The memory must not change while kept; keeping p
  * again re-uploads it (after a change).  On the CPU backend (and for ops that
  * run on the CPU) it changes nothing and returns BITNET_OK.  Errors:

@@ -96,7 +96,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     int8_t *xq = NULL;
     float *xs = NULL, *yhost = NULL;
     cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL, bsum = NULL;
-    int wkept = 0, dkept = 0; /* bw, bd: the device copies kept by bitnet_backend_keep */
+    int wkept = 0, dkept = 0, bkept = 0; /* bw, bd, bb: device copies kept by bitnet_backend_keep */
     int32_t *xsum = NULL;
 
     /* sizes were checked by bn_bitlinear_check (each fits size_t) */
@@ -167,11 +167,12 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
 
     if ((st = bn_ocl_weight(o, w->t2, wbytes, &bw, &wkept)) || (st = bn_ocl_alloc(o, xbytes, &bx)) ||
         (st = bn_ocl_alloc(o, (size_t)T * sizeof(float), &bs)) || (st = bn_ocl_weight(o, w->d, nd * sizeof(float), &bd, &dkept)) ||
-        (st = bn_ocl_alloc(o, (io->bias ? (size_t)out : 1) * sizeof(float), &bb)) || (st = bn_ocl_alloc(o, ybytes, &by)))
+        (st = io->bias ? bn_ocl_weight(o, io->bias, (size_t)out * sizeof(float), &bb, &bkept)
+                       : bn_ocl_alloc(o, sizeof(float), &bb)) ||
+        (st = bn_ocl_alloc(o, ybytes, &by)))
         goto out;
     if ((st = bn_ocl_upload(o, bx, 0, xq, xbytes)) || (st = bn_ocl_upload(o, bs, 0, xs, (size_t)T * sizeof(float))))
         goto out;
-    if (io->bias && (st = bn_ocl_upload(o, bb, 0, io->bias, (size_t)out * sizeof(float)))) goto out;
     const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
     if (nv3) { /* per-token sums of the activations (int32 like every sum of the op) */
         xsum = malloc((size_t)T * sizeof *xsum);
@@ -253,7 +254,7 @@ out:
     bn_ocl_release(o, bx);
     bn_ocl_release(o, bs);
     if (!dkept) bn_ocl_release(o, bd);
-    bn_ocl_release(o, bb);
+    if (!bkept) bn_ocl_release(o, bb);
     bn_ocl_release(o, by);
     if (bsum) bn_ocl_release(o, bsum);
     free(xsum);

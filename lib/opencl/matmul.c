@@ -18,12 +18,12 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     /* sizes were checked by bn_matmul_check (each below 2^31 elements) */
     const size_t xb = (size_t)(tokens * in) * 4, wb = (size_t)(out * in) * 4, yb = (size_t)(tokens * out) * 4;
     cl_mem bx = NULL, bw = NULL, bb = NULL, by = NULL;
-    int wkept = 0;
+    int wkept = 0, bkept = 0;
     if ((st = bn_ocl_alloc(o, xb, &bx)) || (st = bn_ocl_weight(o, w, wb, &bw, &wkept)) ||
-        (st = bn_ocl_alloc(o, (bias ? (size_t)out : 1) * 4, &bb)) || (st = bn_ocl_alloc(o, yb, &by)))
+        (st = bias ? bn_ocl_weight(o, bias, (size_t)out * 4, &bb, &bkept) : bn_ocl_alloc(o, 4, &bb)) ||
+        (st = bn_ocl_alloc(o, yb, &by)))
         goto out;
     if ((st = bn_ocl_upload(o, bx, 0, x, xb))) goto out;
-    if (bias && (st = bn_ocl_upload(o, bb, 0, bias, (size_t)out * 4))) goto out;
     const cl_int has_bias = bias != NULL, a = (cl_int)act;
     const cl_ulong ct = tokens, ci = in, co = out;
     const cl_long perturb = bn_test_perturb("matmul_f32") ? 0 : -1;
@@ -39,7 +39,7 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
 out:
     bn_ocl_release(o, bx);
     if (!wkept) bn_ocl_release(o, bw);
-    bn_ocl_release(o, bb);
+    if (!bkept) bn_ocl_release(o, bb);
     bn_ocl_release(o, by);
     return st;
 }

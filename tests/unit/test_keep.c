@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -279,6 +280,49 @@ static void test_bitlinear_reads_copy(void **state)
         free(x);
         tmat_free(&m);
     }
+}
+
+/* A kept bias is read from the device too (BitLinear and the float product). */
+static void test_bias_reads_copy(void **state)
+{
+    (void)state;
+    NEED_OCL();
+    const uint64_t T = 3, in = 255, out = 65;
+    tmat m = tmat_new(out, in, BITNET_SCALE_ROW, 0);
+    float *x = randx(T * in), *bias = randx(out), *old = malloc(out * sizeof *old), *wf = randx(out * in);
+    float *y = malloc(T * out * sizeof *y), *ref = malloc(T * out * sizeof *ref);
+    assert_non_null(old);
+    assert_non_null(y);
+    assert_non_null(ref);
+    memcpy(old, bias, out * sizeof *old);
+    const bitnet_ternary_matrix w = tmat_view(&m);
+    bitnet_bitlinear_io io = {.tokens = T, .x = x, .bias = bias, .act = BITNET_ACT_RELU, .y = y};
+    assert_int_equal(bitnet_backend_keep(ocl, bias, out * sizeof *bias), BITNET_OK);
+    for (uint64_t o = 0; o < out; o++) bias[o] = bias[o] * -2.0f + 1.0f; /* behind the library */
+    assert_int_equal(bitnet_bitlinear(ocl, &w, &io), BITNET_OK);
+    io.bias = old, io.y = ref;
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    assert_true(same(y, ref, T * out)); /* the kept (old) bias */
+    io.bias = bias;
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    assert_false(same(y, ref, T * out)); /* and the change would show */
+    assert_int_equal(bitnet_matmul_f32(ocl, x, T, in, wf, out, bias, BITNET_ACT_NONE, y), BITNET_OK);
+    assert_int_equal(bitnet_matmul_f32_ref(x, T, in, wf, out, old, BITNET_ACT_NONE, ref), BITNET_OK);
+    for (uint64_t i = 0; i < T * out; i++) assert_true(fabsf(y[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i])));
+    bitnet_backend_forget(ocl, bias);
+    assert_int_equal(bitnet_backend_kept_bytes(ocl), 0);
+    io.y = y;
+    assert_int_equal(bitnet_bitlinear(ocl, &w, &io), BITNET_OK); /* host memory again */
+    io.y = ref;
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    assert_true(same(y, ref, T * out));
+    free(x);
+    free(bias);
+    free(old);
+    free(wf);
+    free(y);
+    free(ref);
+    tmat_free(&m);
 }
 
 /* Normalized mean squared error of y against ref. */
@@ -565,6 +609,7 @@ int main(void)
         cmocka_unit_test(test_bitlinear_shapes),
         cmocka_unit_test(test_bitlinear_reads_copy),
         cmocka_unit_test(test_matmul_reads_copy),
+        cmocka_unit_test(test_bias_reads_copy),
         cmocka_unit_test(test_stats),
         cmocka_unit_test(test_kept_bytes),
         cmocka_unit_test(test_range),

@@ -153,11 +153,15 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
                                                 : "bl_gemv_nv";
     else if (T > GEMM_MIN_TOKENS) kname = "bl_gemm";
     else kname = "bl_gemv";
+    /* fewer tokens than a pass takes: the kernel is built for that many (no
+     * registers for unused accumulators; the last -D wins) */
+    char ttopt[32] = "";
+    if (nvv >= 1 && T < (uint64_t)nv_tt) snprintf(ttopt, sizeof ttopt, " -DNV_TT=%d", (int)T);
     char opts[512];
     const int on = snprintf(opts, sizeof opts,
-                            "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s%s %s",
+                            "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s%s %s%s",
                             caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "",
-                            nvv ? " -DNV_VARIANTS" : "", eopts);
+                            nvv ? " -DNV_VARIANTS" : "", eopts, ttopt);
     if (on < 0 || (size_t)on >= sizeof opts) {
         st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_OPTS too long");
         goto out;
@@ -171,7 +175,10 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
                        : bn_ocl_alloc(o, sizeof(float), &bb)) ||
         (st = bn_ocl_alloc(o, ybytes, &by)))
         goto out;
-    if ((st = bn_ocl_upload(o, bx, 0, xq, xbytes)) || (st = bn_ocl_upload(o, bs, 0, xs, (size_t)T * sizeof(float))))
+    /* the activations go up without a round trip each (xq, xs, xsum live until
+     * the download, which waits for the queue; an error drains it below) */
+    if ((st = bn_ocl_upload_async(o, bx, 0, xq, xbytes)) ||
+        (st = bn_ocl_upload_async(o, bs, 0, xs, (size_t)T * sizeof(float))))
         goto out;
     const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
     if (nv3) { /* per-token sums of the activations (int32 like every sum of the op) */
@@ -183,7 +190,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
             xsum[t] = sum;
         }
         if ((st = bn_ocl_alloc(o, (size_t)T * sizeof *xsum, &bsum)) ||
-            (st = bn_ocl_upload(o, bsum, 0, xsum, (size_t)T * sizeof *xsum)))
+            (st = bn_ocl_upload_async(o, bsum, 0, xsum, (size_t)T * sizeof *xsum)))
             goto out;
     }
 
@@ -250,6 +257,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         if (bn_test_perturb("bitlinear")) io->yq[0] = (int8_t)(io->yq[0] == 127 ? 126 : io->yq[0] + 1);
     }
 out:
+    if (st != BITNET_OK) bn_ocl_drain(o); /* nothing in flight reads xq, xs or xsum after this */
     if (!wkept) bn_ocl_release(o, bw);
     bn_ocl_release(o, bx);
     bn_ocl_release(o, bs);

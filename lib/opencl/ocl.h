@@ -40,6 +40,12 @@ bitnet_status bn_ocl_weight(bn_ocl *o, const void *host, size_t bytes, cl_mem *m
 /* Blocking transfers, timed. */
 bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes);
 bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes);
+/* Enqueues the upload and returns at once: src must stay as it is until the
+ * queue is finished (bn_ocl_download and bn_ocl_finish do that; an error
+ * path must call bn_ocl_finish before it frees src).  Timed by its event. */
+bitnet_status bn_ocl_upload_async(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes);
+/* Waits for the queue after a failure, keeping the failure's detail. */
+void bn_ocl_drain(bn_ocl *o);
 /* Enqueues k (global/local may be NULL for local) with profiling; the kernel
  * time is added to the stats of `op` when the queue is finished. */
 bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local, const char *op);

@@ -35,6 +35,8 @@ typedef struct {
 typedef struct {
     cl_event ev;
     char op[32];
+    int kind;       /* 0 kernel, 1 upload, 2 download */
+    uint64_t bytes; /* of a transfer */
 } bn_ocl_pending;
 
 struct bn_ocl {
@@ -65,6 +67,9 @@ struct bn_ocl {
 /* Collects the profiling times of finished kernels into the op stats
  * (the queue must be finished). */
 void bn_ocl_collect(bn_ocl *o);
+/* Adds an enqueued command's event to the pending list (timed at the next
+ * collect); finishes the queue first when the list is full. */
+bitnet_status bn_ocl_pending_push(bn_ocl *o, cl_event ev, const char *op, int kind, uint64_t bytes);
 void bn_ocl_programs_free(bn_ocl *o);
 void bn_ocl_pool_free(bn_ocl *o);
 void bn_ocl_keep_free(bn_ocl *o); /* drops every kept weight */

@@ -154,14 +154,36 @@ bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src,
     return BITNET_OK;
 }
 
+bitnet_status bn_ocl_upload_async(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes)
+{
+    if (bytes == 0) return BITNET_OK;
+    cl_event ev = NULL;
+    cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_FALSE, offset, bytes, src, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_FALSE, offset, size, src, ...)", __FILE__, __LINE__);
+    return bn_ocl_pending_push(o, ev, "upload", 1, bytes);
+}
+
+void bn_ocl_drain(bn_ocl *o)
+{
+    clFinish(o->queue);
+    bn_ocl_collect(o);
+}
+
 bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes)
 {
-    bitnet_status st = bn_ocl_finish(o); /* kernel time is not transfer time */
-    if (st != BITNET_OK || bytes == 0) return st;
-    double t0 = bn_now_ms();
-    cl_int err = clEnqueueReadBuffer(o->queue, m, CL_TRUE, offset, bytes, dst, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_TRUE, offset, size, dst, ...)", __FILE__, __LINE__);
-    bn_stats_add_transfer(o->be, 0, bytes, bn_now_ms() - t0);
-    return BITNET_OK;
+    if (bytes == 0) return bn_ocl_finish(o);
+    /* one round trip: the blocking read waits for the queue before it (in
+     * order); every command is then timed by its event */
+    cl_event ev = NULL;
+    cl_int err = clEnqueueReadBuffer(o->queue, m, CL_TRUE, offset, bytes, dst, 0, NULL, &ev);
+    if (err != CL_SUCCESS) {
+        bitnet_status st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_TRUE, offset, size, dst, ...)",
+                                      __FILE__, __LINE__);
+        bn_ocl_drain(o); /* the detail of this failure stays */
+        return st;
+    }
+    bitnet_status st = bn_ocl_pending_push(o, ev, "download", 2, bytes);
+    if (st == BITNET_OK) bn_ocl_collect(o);
+    return st;
 }

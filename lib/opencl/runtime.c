@@ -335,17 +335,16 @@ bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *glo
         if (global[i] == 0) return BITNET_OK; /* nothing to do */
     if (bn_test_fail("run"))
         return bn_cl_fail_test(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel(queue, kernel, ...)", __FILE__, __LINE__);
+    if (o->npending == o->cappending && o->npending < 256) { /* room first: a launch is not undone */
+        size_t cap = o->cappending ? o->cappending * 2 : 16;
+        bn_ocl_pending *p = realloc(o->pending, cap * sizeof *p);
+        if (!p) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
+        o->pending = p;
+        o->cappending = cap;
+    }
     if (o->npending == o->cappending) {
-        if (o->npending >= 256) {
-            bitnet_status st = bn_ocl_finish(o);
-            if (st != BITNET_OK) return st;
-        } else {
-            size_t cap = o->cappending ? o->cappending * 2 : 16;
-            bn_ocl_pending *p = realloc(o->pending, cap * sizeof *p);
-            if (!p) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
-            o->pending = p;
-            o->cappending = cap;
-        }
+        bitnet_status st = bn_ocl_finish(o);
+        if (st != BITNET_OK) return st;
     }
     cl_event ev = NULL;
     cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, &ev);
@@ -355,8 +354,28 @@ bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *glo
         snprintf(call, sizeof call, "clEnqueueNDRangeKernel(queue, %s, ...)", kname);
         return bn_cl_fail(err, call, __FILE__, __LINE__);
     }
+    return bn_ocl_pending_push(o, ev, op, 0, 0);
+}
+
+bitnet_status bn_ocl_pending_push(bn_ocl *o, cl_event ev, const char *op, int kind, uint64_t bytes)
+{
+    if (o->npending == o->cappending) { /* only when the growth in bn_ocl_run or below failed */
+        size_t cap = o->cappending ? o->cappending * 2 : 16;
+        bn_ocl_pending *p = cap <= 256 ? realloc(o->pending, cap * sizeof *p) : NULL;
+        if (p) {
+            o->pending = p;
+            o->cappending = cap;
+        } else {
+            cl_int err = clWaitForEvents(1, &ev); /* the list stays as it is: time it now */
+            clReleaseEvent(ev);
+            if (err != CL_SUCCESS) return bn_cl_fail(err, "clWaitForEvents(1, &ev)", __FILE__, __LINE__);
+            return BITNET_OK;
+        }
+    }
     bn_ocl_pending *p = &o->pending[o->npending++];
     p->ev = ev;
+    p->kind = kind;
+    p->bytes = bytes;
     snprintf(p->op, sizeof p->op, "%s", op ? op : "?");
     return BITNET_OK;
 }
@@ -368,8 +387,9 @@ void bn_ocl_collect(bn_ocl *o)
         cl_event ev = o->pending[i].ev;
         if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
             clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 >= t0) {
-            o->last_kernel_ms = (double)(t1 - t0) / 1e6;
-            bn_stats_add_kernel(o->be, o->pending[i].op, o->last_kernel_ms);
+            const double ms = (double)(t1 - t0) / 1e6;
+            if (o->pending[i].kind) bn_stats_add_transfer(o->be, o->pending[i].kind == 1, o->pending[i].bytes, ms);
+            else bn_stats_add_kernel(o->be, o->pending[i].op, o->last_kernel_ms = ms);
         }
         clReleaseEvent(ev);
     }

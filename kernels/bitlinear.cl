@@ -230,6 +230,14 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
 #define MMA_XWORDS (MMA_NT * MMA_XS)
 #define MMA_RWORDS (MMA_WK > 1 ? MMA_MR * MMA_NT : 0)
 #define MMA_LWORDS (MMA_XWORDS > MMA_RWORDS ? MMA_XWORDS : MMA_RWORDS)
+/* Loops over tiles unrolled on NVIDIA (the accumulators stay in registers);
+ * never under emulation, where every unrolled mma is a barrier region and
+ * the build of the program takes minutes. */
+#ifdef MMA_EMULATE
+#define MMA_UNROLL _Pragma("nounroll")
+#else
+#define MMA_UNROLL _Pragma("unroll")
+#endif
 
 #ifdef MMA_EMULATE
 /* The warp's fragments through local memory (scr: 32 x 6 ints of this
@@ -331,23 +339,23 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
     const bn_size wrow = nblocks * 2;      /* uint4 per row */
     for (bn_size t0 = 0; t0 < tokens; t0 += MMA_NT) {
         int4 acc[MMA_MT][MMA_NTT];
-#pragma unroll
+MMA_UNROLL
         for (int m = 0; m < MMA_MT; m++)
-#pragma unroll
+MMA_UNROLL
             for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(wk == 0 ? MMA_TEST_BIAS : 0);
         for (bn_size c0 = 0; c0 < nsb; c0 += MMA_NSC) { /* chunk: super-blocks c0.. */
             /* this warp's code words of the chunk, loaded before the staging
              * so that both are in flight together; super-blocks past the
              * row or the chunk (and rows past out) are zeros */
             uint4 aw[MMA_NSCW][MMA_MT][2];
-#pragma unroll
+MMA_UNROLL
             for (int u = 0; u < MMA_NSCW; u++) {
                 const int sc = u * MMA_WK + wk;
                 const bn_size blk = (c0 + (bn_size)sc) * 2 + (bn_size)(t >> 1);
                 const int live = sc < MMA_NSC && blk < nblocks;
-#pragma unroll
+MMA_UNROLL
                 for (int m = 0; m < MMA_MT; m++)
-#pragma unroll
+MMA_UNROLL
                     for (int h = 0; h < 2; h++) {
                         const bn_size row = r0 + (bn_size)(16 * m + 8 * h + g);
                         aw[u][m][h] = live && row < out ? w[row * wrow + blk * 2 + (bn_size)(t & 1)] : (uint4)(0);
@@ -363,25 +371,25 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
                 bl_mma_stage(xl, n, sc, q, v);
             }
             barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
+MMA_UNROLL
             for (int u = 0; u < MMA_NSCW; u++) { /* uniform: every warp runs every step */
                 const int sc = u * MMA_WK + wk;
                 /* B of token g, this lane: uint2 (b.x, b.y) at k-step e, tile j */
                 __local const uint2 *xb = (__local const uint2 *)xl + (g * MMA_XS) / 2 + (sc < MMA_NSC ? sc : 0) * 32 + t;
-#pragma unroll
+MMA_UNROLL
                 for (int e = 0; e < 8; e++) {
                     const int s = e >> 1, p = e & 1;
                     int4 a[MMA_MT];
-#pragma unroll
+MMA_UNROLL
                     for (int m = 0; m < MMA_MT; m++) {
                         const uint4 w0 = aw[u][m][0], w1 = aw[u][m][1];
                         a[m] = (int4)(bl_mma_dec(p ? w0.z : w0.x, s), bl_mma_dec(p ? w1.z : w1.x, s),
                                       bl_mma_dec(p ? w0.w : w0.y, s), bl_mma_dec(p ? w1.w : w1.y, s));
                     }
-#pragma unroll
+MMA_UNROLL
                     for (int j = 0; j < MMA_NTT; j++) {
                         const int2 b = as_int2(xb[j * 4 * MMA_XS + e * 4]);
-#pragma unroll
+MMA_UNROLL
                         for (int m = 0; m < MMA_MT; m++) acc[m][j] = BL_MMA(a[m], b, acc[m][j]);
                     }
                 }
@@ -402,9 +410,9 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
         }
 #endif
         if (wk == 0)
-#pragma unroll
+MMA_UNROLL
             for (int m = 0; m < MMA_MT; m++)
-#pragma unroll
+MMA_UNROLL
                 for (int j = 0; j < MMA_NTT; j++) {
                     const int4 c = acc[m][j];
                     const int cv[4] = {c.x, c.y, c.z, c.w};

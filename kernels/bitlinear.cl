@@ -416,6 +416,7 @@ MMA_UNROLL
                 for (int j = 0; j < MMA_NTT; j++) {
                     const int4 c = acc[m][j];
                     const int cv[4] = {c.x, c.y, c.z, c.w};
+MMA_UNROLL
                     for (int i = 0; i < 4; i++) {
                         const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1));
                         const bn_size tok = t0 + (bn_size)(8 * j + 2 * t + (i & 1));

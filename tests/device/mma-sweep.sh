@@ -57,15 +57,19 @@ printf '%-46s %-12s %4s %12s %s\n' "BITNET_MMA_OPTS" "shape" "tok" "median" "che
 for i in $sel; do
     s=${SETS[$((i - 1))]}
     label=${s:-"(host's choice)"}
-    out=$(run_set "$s" "${common[@]}" --shape "$SHAPES" --tokens "$TOKENS" --no-check --roofline-size 1024 \
-        --min-reps 10 --min-time 0.05 --warmup 1 2>&1)
-    echo "$out" | rows | while read -r shp tok med _; do
-        printf '%-46s %-12s %4s %12s %s\n' "$label" "$shp" "$tok" "$med" "-"
+    for tk in ${TOKENS//,/ }; do # one run per token count: a setting may not fit one of them
+        out=$(run_set "$s" "${common[@]}" --shape "$SHAPES" --tokens "$tk" --no-check --roofline-size 1024 \
+            --min-reps 10 --min-time 0.05 --warmup 1 2>&1)
+        echo "$out" | rows | while read -r shp tok med _; do
+            printf '%-46s %-12s %4s %12s %s\n' "$label" "$shp" "$tok" "$med" "-"
+        done
+        echo "$out" | grep -q '^| bitlinear' || { echo "$label x$tk: $(echo "$out" | grep -v '^|' | head -2)"; bad=1; }
     done
-    echo "$out" | grep -q '^| bitlinear' || { echo "$label: $(echo "$out" | grep -v '^|' | head -2)"; bad=1; }
     if [ "$CHECK" != 0 ]; then
-        chk=$(run_set "$s" "${common[@]}" --shape "$CHECK_SHAPES" --tokens "$CHECK_TOKENS" --roofline-size 64 \
-            --min-reps 1 --max-reps 1 --min-time 0 --warmup 0 2>&1)
+        chk=$(for tk in ${CHECK_TOKENS//,/ }; do
+            run_set "$s" "${common[@]}" --shape "$CHECK_SHAPES" --tokens "$tk" --roofline-size 64 \
+                --min-reps 1 --max-reps 1 --min-time 0 --warmup 0 2>&1
+        done)
         n_ok=$(echo "$chk" | rows | awk '$4 == "ok"' | wc -l)
         n_all=$(echo "$chk" | rows | wc -l)
         printf '%-46s %-12s %4s %12s %s\n' "$label" "checks" "" "" "$n_ok of $n_all ok"

@@ -13,7 +13,8 @@
  * per work-group, uint4 loads, reduction in local memory), bl_gemm (many
  * tokens: TS x TS tiles of rows x tokens through local memory), bl_group
  * (group scales: one work-item per row, groups summed in order), and
- * bl_gemv_nv (NVIDIA only: dp4a and warp shuffles in inline PTX).
+ * bl_gemv_nv (NVIDIA only: dp4a and warp shuffles in inline PTX), and
+ * bl_gemm_mma (NVIDIA, 8 tokens and more: INT8 tensor cores, mma.sync).
  */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -165,6 +166,274 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
         bl_store(y, t * out + o, sum / xs[t], bias, has_bias, o, act, perturb);
     }
 }
+
+#if defined(__NV_CL_C_VERSION) || defined(MMA_EMULATE)
+/* ---- bl_gemm_mma: INT8 tensor cores (mma.sync m16n8k32) on NVIDIA ----
+ * Y[tokens x out] = X[tokens x in] * W^T with A = weights (16 rows x 32
+ * columns a tile) and B = activations (32 columns x 8 tokens).  Fragments
+ * (PTX ISA, "Matrix Fragments for mma.m16n8k32"; g = lane >> 2, t = lane & 3):
+ *   A: a.x row g, k 4t..4t+3; a.y row g+8, same k; a.z row g, k 16+4t..;
+ *      a.w row g+8, k 16+4t..  (byte 0 = lowest k)
+ *   B: b.x token g, k 4t..4t+3; b.y token g, k 16+4t..
+ *   C: c.x, c.y row g, tokens 2t, 2t+1; c.z, c.w row g+8, tokens 2t, 2t+1.
+ * The order of k inside one mma is free if A and B agree, so each lane takes
+ * its A words straight from T2: per row a uint4 of bytes 16t..16t+15 of a
+ * super-block of two 32-byte blocks, at four shifts = 8 k-steps; k-step e
+ * uses shift e >> 1 and words 2(e & 1) (a.x/a.y) and 2(e & 1) + 1 (a.z/a.w).
+ * The activations are staged once per chunk in local memory permuted to
+ * that order (one 8-byte load per lane, k-step and 8-token tile).
+ * Codes go in unsigned (u8, one shift and AND for four weights) and the
+ * host's per-token sums of the activations are taken off: sum (c - 1) x =
+ * sum c x - sum x; MMA_SIGNED=1 decodes to -1..1 (s8) instead.
+ *
+ * Tunables (-D; the host passes BITNET_MMA_OPTS):
+ *   MMA_WM  warps along the rows of a work-group     MMA_MT  16-row tiles per warp
+ *   MMA_WK  warps splitting k (summed at the end)    MMA_NT  tokens per pass (x8)
+ *   MMA_KB  blocks (128 columns) staged per chunk (even)
+ * A work-group has 32 x MMA_WM*MMA_WK work-items and owns 16*MMA_MT*MMA_WM
+ * rows; each warp keeps MMA_MT * MMA_NT/8 accumulator tiles in registers.
+ * MMA_EMULATE (tests on any device): the mma in plain OpenCL C through local
+ * memory with barriers, so every BL_MMA must be reached by the whole
+ * work-group (all loops around it are uniform). */
+#ifndef MMA_WM
+#define MMA_WM 4
+#endif
+#ifndef MMA_WK
+#define MMA_WK 1
+#endif
+#ifndef MMA_MT
+#define MMA_MT 2
+#endif
+#ifndef MMA_NT
+#define MMA_NT 8
+#endif
+#ifndef MMA_KB
+#define MMA_KB 4
+#endif
+#ifndef MMA_SIGNED
+#define MMA_SIGNED 0
+#endif
+#ifndef MMA_TEST_BIAS
+#define MMA_TEST_BIAS 0 /* tests: every integer sum starts there */
+#endif
+#if MMA_NT % 8 != 0 || MMA_NT < 8 || MMA_KB % 2 != 0 || MMA_KB < 2 || MMA_WM < 1 || MMA_WK < 1 || MMA_MT < 1
+#error "bl_gemm_mma: MMA_NT must be a multiple of 8, MMA_KB even, the others >= 1"
+#endif
+#define MMA_NW (MMA_WM * MMA_WK)
+#define MMA_NTT (MMA_NT / 8)
+#define MMA_MR (16 * MMA_MT * MMA_WM)
+#define MMA_NSC (MMA_KB / 2) /* super-blocks per chunk */
+/* words of one token's staged chunk: 8 k-steps x 4 lanes x 2 words per
+ * super-block, plus 8 words so that the 8 tokens of a tile fall on
+ * different banks */
+#define MMA_XS (MMA_NSC * 64 + 8)
+#define MMA_XWORDS (MMA_NT * MMA_XS)
+#define MMA_RWORDS (MMA_WK > 1 ? MMA_MR * MMA_NT : 0)
+#define MMA_LWORDS (MMA_XWORDS > MMA_RWORDS ? MMA_XWORDS : MMA_RWORDS)
+/* Loops over tiles unrolled on NVIDIA (the accumulators stay in registers);
+ * never under emulation, where every unrolled mma is a barrier region and
+ * the build of the program takes minutes. */
+#ifdef MMA_EMULATE
+#define MMA_UNROLL _Pragma("nounroll")
+#else
+#define MMA_UNROLL _Pragma("unroll")
+#endif
+
+#ifdef MMA_EMULATE
+/* The warp's fragments through local memory (scr: 32 x 6 ints of this
+ * warp); each lane then computes its four C elements. */
+inline int4 bl_mma_emu(int4 a, int2 b, int4 c, __local int *scr, int lane)
+{
+    scr[lane * 6 + 0] = a.x;
+    scr[lane * 6 + 1] = a.y;
+    scr[lane * 6 + 2] = a.z;
+    scr[lane * 6 + 3] = a.w;
+    scr[lane * 6 + 4] = b.x;
+    scr[lane * 6 + 5] = b.y;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int g = lane >> 2, t = lane & 3;
+    int r[4];
+    for (int i = 0; i < 4; i++) {
+        const int row = g + 8 * (i >> 1), tok = 2 * t + (i & 1);
+        int sum = 0;
+        for (int k = 0; k < 32; k++) {
+            /* A[row][k]: lane 4 (row & 7) + (k & 15) / 4, register (k >> 4) * 2 + (row >> 3) */
+            const uint aw = (uint)scr[(4 * (row & 7) + ((k & 15) >> 2)) * 6 + (k >> 4) * 2 + (row >> 3)];
+            /* B[k][tok]: lane 4 tok + (k & 15) / 4, register k >> 4 */
+            const uint bw = (uint)scr[(4 * tok + ((k & 15) >> 2)) * 6 + 4 + (k >> 4)];
+            const int sh = 8 * (k & 3);
+#if MMA_SIGNED
+            const int av = (int)(char)(aw >> sh);
+#else
+            const int av = (int)(uchar)(aw >> sh);
+#endif
+            sum += av * (int)(char)(bw >> sh);
+        }
+        r[i] = sum;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return c + (int4)(r[0], r[1], r[2], r[3]);
+}
+#define BL_MSCRATCH __local int mscr_[32 * 6 * MMA_NW]
+#define BL_MMA(a, b, c) bl_mma_emu((a), (b), (c), mscr_ + 32 * 6 * get_local_id(1), get_local_id(0))
+#else
+inline int4 bl_mma(int4 a, int2 b, int4 c)
+{
+    int d0, d1, d2, d3;
+#if MMA_SIGNED
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+#else
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
+#endif
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y), "r"(c.x), "r"(c.y), "r"(c.z),
+                   "r"(c.w));
+    return (int4)(d0, d1, d2, d3);
+}
+#define BL_MSCRATCH
+#define BL_MMA(a, b, c) bl_mma((a), (b), (c))
+#endif
+
+/* Four weights of word w at shift s as mma bytes: codes 0..2 (u8) or -1..1 (s8). */
+inline int bl_mma_dec(uint w, int s)
+{
+    const uint c = (w >> (2 * s)) & 0x03030303u;
+#if MMA_SIGNED
+    return (int)(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u);
+#else
+    return (int)c;
+#endif
+}
+
+/* Staging: 16 activations (columns 16q..16q+15 of super-block sc of the
+ * chunk) of token n go to the words that k-steps read.  Column c of a
+ * super-block: block c >> 7, shift s = (c >> 5) & 3, byte j0 = c & 31 of the
+ * block = 16 (t & 1) + 4 v: lane t = 2 (c >> 7) + (j0 >> 4), word v of its
+ * uint4, k-step e = 2 s + (v >> 1), half v & 1 (b.x or b.y).  Here c = 16q,
+ * so v runs 0..3 over the four words and s, t are those of the whole load. */
+inline void bl_mma_stage(__local uint *xl, int n, int sc, int q, uint4 v)
+{
+    const int c = 16 * q, s = (c >> 5) & 3, t = 2 * (c >> 7) + ((c & 31) >> 4);
+    __local uint *p = xl + n * MMA_XS + sc * 64 + t * 2 + s * 16;
+    p[0] = v.x; /* v = 0: e = 2s, b.x */
+    p[1] = v.y; /* v = 1: e = 2s, b.y */
+    p[8] = v.z; /* v = 2: e = 2s + 1, b.x */
+    p[9] = v.w; /* v = 3: e = 2s + 1, b.y */
+}
+
+#define MMA_NSCW ((MMA_NSC + MMA_WK - 1) / MMA_WK) /* super-blocks per warp and chunk */
+__kernel __attribute__((reqd_work_group_size(32, MMA_NW, 1)))
+void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global const float *xs,
+                 __global const float *d, const int per_row, __global const float *bias, const int has_bias,
+                 const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size nblocks,
+                 const bn_size xstride, const long perturb, __global const int *xsum)
+{
+    __local uint4 xl4[(MMA_LWORDS + 3) / 4]; /* uint4: the k-split sums reuse it as int4 */
+    __local uint *xl = (__local uint *)xl4;
+    BL_MSCRATCH;
+    const int lane = get_local_id(0), wid = get_local_id(1), lid = wid * 32 + lane;
+    const int g = lane >> 2, t = lane & 3, wm = wid % MMA_WM, wk = wid / MMA_WM;
+    const bn_size r0 = get_group_id(1) * (bn_size)MMA_MR + (bn_size)(wm * 16 * MMA_MT);
+    const bn_size nsb = (nblocks + 1) / 2; /* super-blocks of a row (the last may be half) */
+    const bn_size wrow = nblocks * 2;      /* uint4 per row */
+    for (bn_size t0 = 0; t0 < tokens; t0 += MMA_NT) {
+        int4 acc[MMA_MT][MMA_NTT];
+MMA_UNROLL
+        for (int m = 0; m < MMA_MT; m++)
+MMA_UNROLL
+            for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(wk == 0 ? MMA_TEST_BIAS : 0);
+        for (bn_size c0 = 0; c0 < nsb; c0 += MMA_NSC) { /* chunk: super-blocks c0.. */
+            /* this warp's code words of the chunk, loaded before the staging
+             * so that both are in flight together; super-blocks past the
+             * row or the chunk (and rows past out) are zeros */
+            uint4 aw[MMA_NSCW][MMA_MT][2];
+MMA_UNROLL
+            for (int u = 0; u < MMA_NSCW; u++) {
+                const int sc = u * MMA_WK + wk;
+                const bn_size blk = (c0 + (bn_size)sc) * 2 + (bn_size)(t >> 1);
+                const int live = sc < MMA_NSC && blk < nblocks;
+MMA_UNROLL
+                for (int m = 0; m < MMA_MT; m++)
+MMA_UNROLL
+                    for (int h = 0; h < 2; h++) {
+                        const bn_size row = r0 + (bn_size)(16 * m + 8 * h + g);
+                        aw[u][m][h] = live && row < out ? w[row * wrow + blk * 2 + (bn_size)(t & 1)] : (uint4)(0);
+                    }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with xl */
+            for (int i = lid; i < MMA_NT * MMA_NSC * 16; i += 32 * MMA_NW) {
+                const int n = i / (MMA_NSC * 16), sc = (i / 16) % MMA_NSC, q = i % 16;
+                const bn_size blk = (c0 + (bn_size)sc) * 2 + (bn_size)(q >> 3), tok = t0 + (bn_size)n;
+                uint4 v = (uint4)(0);
+                if (tok < tokens && blk < nblocks)
+                    v = vload4(0, (__global const uint *)(x + tok * xstride + blk * 128 + (bn_size)((q & 7) * 16)));
+                bl_mma_stage(xl, n, sc, q, v);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+MMA_UNROLL
+            for (int u = 0; u < MMA_NSCW; u++) { /* uniform: every warp runs every step */
+                const int sc = u * MMA_WK + wk;
+                /* B of token g, this lane: uint2 (b.x, b.y) at k-step e, tile j */
+                __local const uint2 *xb = (__local const uint2 *)xl + (g * MMA_XS) / 2 + (sc < MMA_NSC ? sc : 0) * 32 + t;
+MMA_UNROLL
+                for (int e = 0; e < 8; e++) {
+                    const int s = e >> 1, p = e & 1;
+                    int4 a[MMA_MT];
+MMA_UNROLL
+                    for (int m = 0; m < MMA_MT; m++) {
+                        const uint4 w0 = aw[u][m][0], w1 = aw[u][m][1];
+                        a[m] = (int4)(bl_mma_dec(p ? w0.z : w0.x, s), bl_mma_dec(p ? w1.z : w1.x, s),
+                                      bl_mma_dec(p ? w0.w : w0.y, s), bl_mma_dec(p ? w1.w : w1.y, s));
+                    }
+MMA_UNROLL
+                    for (int j = 0; j < MMA_NTT; j++) {
+                        const int2 b = as_int2(xb[j * 4 * MMA_XS + e * 4]);
+MMA_UNROLL
+                        for (int m = 0; m < MMA_MT; m++) acc[m][j] = BL_MMA(a[m], b, acc[m][j]);
+                    }
+                }
+            }
+        }
+#if MMA_WK > 1
+        /* the k-split warps add theirs into split 0, one split at a time */
+        __local int4 *red = (__local int4 *)xl4;
+        for (int kk = 1; kk < MMA_WK; kk++) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (wk == kk)
+                for (int m = 0; m < MMA_MT; m++)
+                    for (int j = 0; j < MMA_NTT; j++) red[((wm * MMA_MT + m) * MMA_NTT + j) * 32 + lane] = acc[m][j];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (wk == 0)
+                for (int m = 0; m < MMA_MT; m++)
+                    for (int j = 0; j < MMA_NTT; j++) acc[m][j] += red[((wm * MMA_MT + m) * MMA_NTT + j) * 32 + lane];
+        }
+#endif
+        if (wk == 0)
+MMA_UNROLL
+            for (int m = 0; m < MMA_MT; m++)
+MMA_UNROLL
+                for (int j = 0; j < MMA_NTT; j++) {
+                    const int4 c = acc[m][j];
+                    const int cv[4] = {c.x, c.y, c.z, c.w};
+MMA_UNROLL
+                    for (int i = 0; i < 4; i++) {
+                        const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1));
+                        const bn_size tok = t0 + (bn_size)(8 * j + 2 * t + (i & 1));
+                        if (row < out && tok < tokens) {
+#if MMA_SIGNED
+                            const int sum = cv[i];
+#else
+                            const int sum = cv[i] - xsum[tok];
+#endif
+                            const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
+                            bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+                        }
+                    }
+                }
+    }
+}
+#endif /* __NV_CL_C_VERSION || MMA_EMULATE */
 
 #if defined(__NV_CL_C_VERSION) || defined(NV_EMULATE)
 /* NVIDIA: one warp (32 work-items) per row, RY rows per work-group; four

@@ -5,8 +5,9 @@
  * the device computes the integer sums and the float epilogue, and a
  * re-quantized output is made on the host from the device's float rows.
  *
- * Kernel choice: group scales -> bl_group; NVIDIA -> an NV variant (dp4a)
- * unless BITNET_OCL_PORTABLE=1; otherwise bl_gemm (tiled) above
+ * Kernel choice: group scales -> bl_group; NVIDIA from 8 tokens -> bl_gemm_mma
+ * (tensor cores), fewer -> an NV variant (dp4a); both unless
+ * BITNET_OCL_PORTABLE=1; otherwise bl_gemm (tiled) above
  * GEMM_MIN_TOKENS tokens, else bl_gemv.
  *
  * NV variants (for sweeps; read at every call):
@@ -38,6 +39,18 @@
  *   BITNET_GEMV_NV_EMULATE=1 (tests) builds with -DNV_EMULATE (dp4a and the
  *                     warp sum in portable OpenCL C) and takes the NV
  *                     variants on any device.
+ *
+ * Tensor cores (bl_gemm_mma, host side in bitlinear_mma.c; read at every call):
+ *   on NVIDIA, unless BITNET_OCL_PORTABLE=1, tensor and row scales from
+ *   BITNET_MMA_MIN_TOKENS tokens on (default 8; a large value turns it off)
+ *   take INT8 mma.sync instead of the NV variants.
+ *   BITNET_MMA_OPTS="-DMMA_WM=4 -DMMA_WK=2 -DMMA_MT=2 -DMMA_NT=64 -DMMA_KB=4"
+ *                     is appended to its build options; the tunables it names
+ *                     replace the ones chosen from the shape (bitlinear_mma.c);
+ *                     -DMMA_SIGNED=1 decodes codes to s8 (default u8 codes
+ *                     less the per-token sums).
+ *   BITNET_MMA_EMULATE=1 (tests) builds it with -DMMA_EMULATE (the mma in
+ *                     portable OpenCL C) and takes it on any device.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
@@ -146,7 +159,9 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     if (tt_fit > (uint64_t)nv_tt) tt_fit = (uint64_t)nv_tt;
     if (tt_fit > T) tt_fit = T;
     const cl_int nv_tt_run = (cl_int)tt_fit; /* variant 2: tokens staged per pass */
-    if (group) kname = "bl_group";
+    const int mma = bn_ocl_mma_wanted(caps, w, T); /* tensor cores: bitlinear_mma.c */
+    if (mma) kname = "bl_gemm_mma";
+    else if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !want_portable()) || emulate)
         kname = nvv >= 2 && nv_tt_run > 0 ? (nvv == 4 ? "bl_gemv_nv4" : nvv == 3 ? "bl_gemv_nv3" : "bl_gemv_nv2")
                 : nvv >= 1                      ? "bl_gemv_nv1"
@@ -166,8 +181,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_OPTS too long");
         goto out;
     }
-    cl_kernel k;
-    if ((st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
+    cl_kernel k = NULL;
+    if (!mma && (st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
 
     if ((st = bn_ocl_weight(o, w->t2, wbytes, &bw, &wkept)) || (st = bn_ocl_alloc(o, xbytes, &bx)) ||
         (st = bn_ocl_alloc(o, (size_t)T * sizeof(float), &bs)) || (st = bn_ocl_weight(o, w->d, nd * sizeof(float), &bd, &dkept)) ||
@@ -181,7 +196,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         (st = bn_ocl_upload_async(o, bs, 0, xs, (size_t)T * sizeof(float))))
         goto out;
     const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
-    if (nv3) { /* per-token sums of the activations (int32 like every sum of the op) */
+    if (nv3 || mma) { /* per-token sums of the activations (int32 like every sum of the op) */
         xsum = malloc((size_t)T * sizeof *xsum);
         if (!xsum) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
         for (uint64_t t = 0; t < T; t++) {
@@ -200,7 +215,9 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
     size_t global[2], local[2];
     cl_uint dims = 2;
-    if (group) {
+    if (mma) {
+        /* bl_gemm_mma: arguments and launch in bitlinear_mma.c */
+    } else if (group) {
         st = bn_ocl_args(o, k, 14, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof c_group,
                          &c_group, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by,
                          sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_in, &c_in, sizeof c_xstride, &c_xstride,
@@ -246,7 +263,9 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         }
     }
     if (st) goto out;
-    if ((st = bn_ocl_run(o, k, dims, global, local, "bitlinear"))) goto out;
+    if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride)
+                  : bn_ocl_run(o, k, dims, global, local, "bitlinear")))
+        goto out;
     if ((st = bn_ocl_download(o, by, 0, yhost, ybytes))) goto out;
     if (io->yq) {
         for (uint64_t t = 0; t < T; t++)

@@ -75,6 +75,17 @@ bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t r
                                         bitnet_scale_kind kind, uint32_t group, const float *d, float *w);
 bitnet_status bn_ocl_dequantize_acts(void *ctx, const int8_t *q, uint64_t rows, uint64_t cols, const float *s, float *x);
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
+/* BitLinear on tensor cores (lib/opencl/bitlinear_mma.c): whether to take it
+ * (NVIDIA or BITNET_MMA_EMULATE, not BITNET_OCL_PORTABLE, tensor/row scales,
+ * tokens >= BITNET_MMA_MIN_TOKENS), and the launch on buffers made by
+ * bn_ocl_bitlinear (bsum: int32 per-token sums of the activations). */
+int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens);
+bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
+                                   cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
+                                   size_t xstride);
+/* The value of the last "-DNAME=value" (value >= 0) in opts, else def;
+ * *found (may be NULL) set to 1 when there is one. */
+long bn_ocl_opt_value(const char *opts, const char *name, long def, int *found);
 bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint64_t in, const float *w,
                                 uint64_t out, const float *bias, bitnet_act act, float *y);
 bitnet_status bn_ocl_binary(void *ctx, bitnet_binary_op op, const float *a, const bitnet_shape *sa,

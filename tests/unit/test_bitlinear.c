@@ -506,6 +506,152 @@ static void test_opencl_nv_emulated(void **state)
     bitnet_backend_free(be);
 }
 
+/* ---- tensor cores (bl_gemm_mma), emulated on any OpenCL device ------------------
+ * BITNET_MMA_EMULATE=1 builds bl_gemm_mma with the mma in portable OpenCL C
+ * (-DMMA_EMULATE) and takes it from BITNET_MMA_MIN_TOKENS (8) tokens on;
+ * BITNET_MMA_OPTS sets its tunables.  Shapes with every awkward in (3: one
+ * half super-block; 255: one odd block; 4097: 33 blocks, several chunks),
+ * out (1, 5, 17: rows past out in a tile; 64; 1000: many work-groups) and
+ * tokens (8, 9, 17, 64: passes and tokens past the count), tensor and row
+ * scales, through the tunables the host picks and through fixed ones (k split
+ * over warps with and without idle warps, several row tiles per warp, s8
+ * decoding, more rows per work-group than out), exactly against the _ref. */
+typedef struct { uint64_t in, out, tokens; int row, host; } mshape; /* host: also through the host's choice */
+static const mshape mma_shapes[] = {
+    {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 0},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
+    {4097, 64, 8, 1, 0}, {255, 1, 17, 0, 0}, {128, 1000, 64, 0, 1}, {4097, 17, 9, 1, 0},
+};
+static const char *const mma_opts[] = {
+    "", /* the host's choice from the shape */
+    "-DMMA_WM=2 -DMMA_WK=2 -DMMA_MT=2 -DMMA_NT=8 -DMMA_KB=2",             /* k split with an idle warp */
+    "-DMMA_WM=1 -DMMA_WK=3 -DMMA_MT=1 -DMMA_NT=16 -DMMA_KB=6 -DMMA_SIGNED=1", /* 3-way k split, s8 */
+    "-DMMA_WM=3 -DMMA_WK=1 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4",            /* 144 rows, 3 tiles a warp */
+};
+#define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
+
+static void mma_env(const char *opts, int emulate)
+{
+    if (emulate) setenv("BITNET_MMA_EMULATE", "1", 1);
+    setenv("BITNET_MMA_OPTS", opts, 1);
+}
+static void mma_env_clear(void)
+{
+    unsetenv("BITNET_MMA_EMULATE");
+    unsetenv("BITNET_MMA_OPTS");
+    unsetenv("BITNET_MMA_MIN_TOKENS");
+}
+
+/* Every shape through one fixed option set in turn, some also through the
+ * host's choice (each option set is one program build, seconds on a CPU
+ * driver); returns mismatches. */
+static int mma_sweep(bitnet_backend *be, int emulate)
+{
+    int bad = 0, runs = 0;
+    for (size_t s = 0; s < sizeof mma_shapes / sizeof mma_shapes[0]; s++) {
+        const mshape *sh = &mma_shapes[s];
+        rcase c;
+        case_make(&c, sh->in, sh->out, sh->tokens, sh->row ? BITNET_SCALE_ROW : BITNET_SCALE_TENSOR, 0);
+        /* bias + relu, bias, requant, prequant + gelu in turn */
+        static const variant mv[] = {{1, 0, 1, BITNET_ACT_RELU}, {0, 0, 1, BITNET_ACT_NONE}, {0, 1, 1, BITNET_ACT_NONE},
+                                     {1, 0, 0, BITNET_ACT_GELU}, {0, 0, 1, BITNET_ACT_RELU}};
+        const variant *v = &mv[s % (sizeof mv / sizeof mv[0])];
+        outbuf ref, got;
+        ob_alloc(&ref, &c);
+        ob_alloc(&got, &c);
+        assert_int_equal(run_case(NULL, &c, v, &ref), BITNET_OK);
+        for (size_t n = 0; n < NMMAOPTS; n++) {
+            if (n == 0 ? !sh->host : n != 1 + s % (NMMAOPTS - 1)) continue;
+            mma_env(mma_opts[n], emulate);
+            memset(got.y, 0xa5, c.tokens * c.out * sizeof(float));
+            const bitnet_status st = run_case(be, &c, v, &got);
+            mma_env_clear();
+            runs++;
+            if (st) {
+                print_message("# mma \"%s\": %s (%s)\n", mma_opts[n], bitnet_strerror(st), bitnet_error_detail());
+                bad++;
+                continue;
+            }
+            const int m = compare(emulate ? "mma emulated" : "mma", &c, v, &ref, &got, transcendental(v->act) ? 4 : 0);
+            if (m) print_message("#   opts \"%s\"\n", mma_opts[n]);
+            bad += m;
+        }
+        ob_free(&ref);
+        ob_free(&got);
+        case_free(&c);
+    }
+    print_message("# %d %s mma runs\n", runs, emulate ? "emulated" : "native");
+    return bad;
+}
+
+/* y - ref with d = s = 1, no bias: MMA_TEST_BIAS when bl_gemm_mma ran, else 0. */
+static float mma_hook_diff(bitnet_backend *be, uint64_t tokens, bitnet_scale_kind kind, const char *min_tokens,
+                           const char *portable)
+{
+    rcase c;
+    case_make(&c, 300, 21, tokens, kind, 64);
+    const uint64_t nd = kind == BITNET_SCALE_GROUP ? 21 * 5 : kind == BITNET_SCALE_ROW ? 21 : 1;
+    for (uint64_t i = 0; i < nd; i++) c.d[i] = 1.0f;
+    for (uint64_t t = 0; t < c.tokens; t++) c.xs[t] = 1.0f;
+    outbuf ref, got;
+    ob_alloc(&ref, &c);
+    ob_alloc(&got, &c);
+    const variant v = {1, 0, 0, BITNET_ACT_NONE};
+    assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
+    mma_env("-DMMA_TEST_BIAS=7 -DMMA_NT=8", 1); /* one build for all */
+    if (min_tokens) setenv("BITNET_MMA_MIN_TOKENS", min_tokens, 1);
+    if (portable) setenv("BITNET_OCL_PORTABLE", portable, 1);
+    assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
+    mma_env_clear();
+    unsetenv("BITNET_OCL_PORTABLE");
+    const float diff = got.y[0] - ref.y[0];
+    for (uint64_t i = 0; i < c.tokens * c.out; i++) assert_true(got.y[i] - ref.y[i] == diff);
+    ob_free(&ref);
+    ob_free(&got);
+    case_free(&c);
+    return diff;
+}
+
+static void test_opencl_mma_emulated(void **state)
+{
+    (void)state;
+    bitnet_backend *be = NULL;
+    if (bitnet_backend_create(&be, "opencl", 1) != BITNET_OK) {
+        print_message("# no OpenCL device: %s\n", bitnet_error_detail());
+        skip();
+    }
+    assert_int_equal(mma_sweep(be, 1), 0);
+    /* on NVIDIA hardware the same grid through the real mma.sync */
+    if (strstr(bitnet_backend_describe(be), "NVIDIA")) assert_int_equal(mma_sweep(be, 0), 0);
+
+    /* The test can fail, and bl_gemm_mma is what runs when (and only when)
+     * it should: -DMMA_TEST_BIAS=7 starts every integer sum at 7, so with
+     * d = s = 1 every output is off by exactly 7. */
+    assert_true(mma_hook_diff(be, 8, BITNET_SCALE_TENSOR, NULL, NULL) == 7.0f);
+    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);
+    assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, NULL, NULL) == 0.0f);  /* below 8 tokens */
+    assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, "3", NULL) == 7.0f);   /* BITNET_MMA_MIN_TOKENS */
+    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_TENSOR, "10", NULL) == 0.0f);
+    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, "1") == 0.0f);      /* BITNET_OCL_PORTABLE */
+    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_GROUP, NULL, NULL) == 0.0f);   /* group scales: bl_group */
+
+    /* tunables out of range: refused with a detail, nothing run */
+    static const char *const badopts[] = {"-DMMA_NT=12", "-DMMA_KB=3", "-DMMA_WM=0", "-DMMA_NT=1024 -DMMA_KB=256"};
+    for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {
+        rcase c;
+        case_make(&c, 40, 3, 8, BITNET_SCALE_TENSOR, 0);
+        outbuf got;
+        ob_alloc(&got, &c);
+        const variant v = {0, 0, 0, BITNET_ACT_NONE};
+        mma_env(badopts[i], 1);
+        assert_int_equal(run_case(be, &c, &v, &got), BITNET_E_INVALID);
+        mma_env_clear();
+        assert_non_null(strstr(bitnet_error_detail(), "mma tunables"));
+        ob_free(&got);
+        case_free(&c);
+    }
+    bitnet_backend_free(be);
+}
+
 /* The planted bug must be caught: the test can fail. */
 static void test_perturb_caught(void **state)
 {
@@ -611,6 +757,7 @@ int main(void)
         cmocka_unit_test(test_perturb_caught),
         cmocka_unit_test(test_opencl),
         cmocka_unit_test(test_opencl_nv_emulated),
+        cmocka_unit_test(test_opencl_mma_emulated),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -38,6 +38,8 @@ sel=${ONLY:-$(seq 1 ${#SETS[@]})}
 
 command -v "$B" > /dev/null || { echo "mma-sweep: $B not found" >&2; exit 2; }
 common=(--device opencl --op bitlinear --scale row --baseline none --format md)
+# weights kept on the device when the bench can (no upload between calls)
+"$B" --help 2>&1 | grep -q -- --keep-weights && [ "${KEEP:-1}" = 1 ] && common+=(--keep-weights)
 bad=0
 
 # md rows -> "shape tokens median check" (columns: op variant device shape tokens time ... check)

@@ -149,3 +149,30 @@ void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, s
     default: dot_nt(w, x, xstride, 8, nblocks, acc); break;
     }
 }
+
+/* Sums per 32-column sub-block (acc[4*b + k]) for group scales, pairwise
+ * layout: the vpdpbusd of shift k over a pair holds the 8 partial sums of
+ * sub-block k of block 2p in lanes 0..7 and of block 2p+1 in lanes 8..15;
+ * two unpack rounds and a 128-bit lane swap add each group of 8 lanes. */
+void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    const size_t npairs = (nblocks + 1) / 2;
+    for (size_t p = 0; p < npairs; p++) {
+        __m512i c[4];
+        code_planes(load_pair(w, p, nblocks), c);
+        const int8_t *xp = x + 256 * p;
+        const __m512i v0 = _mm512_dpbusd_epi32(zero, c[0], LD(xp)), v1 = _mm512_dpbusd_epi32(zero, c[1], LD(xp + 64));
+        const __m512i v2 = _mm512_dpbusd_epi32(zero, c[2], LD(xp + 128)), v3 = _mm512_dpbusd_epi32(zero, c[3], LD(xp + 192));
+        /* per 128-bit lane: [v0 a+c, v1 a+c, v0 b+d, v1 b+d] (lanes a b c d) */
+        const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+        const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+        /* per 128-bit lane: the sums of its 4 lanes of v0, v1, v2, v3 */
+        __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+        /* 128-bit lanes 0 + 1 (block 2p), 2 + 3 (block 2p + 1) */
+        t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m256i r = _mm512_castsi512_si256(_mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
+        if (2 * p + 1 < nblocks) _mm256_storeu_si256((__m256i *)(acc + 8 * p), r);
+        else _mm_storeu_si128((__m128i *)(acc + 8 * p), _mm256_castsi256_si128(r));
+    }
+}

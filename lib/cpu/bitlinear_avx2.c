@@ -14,6 +14,12 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* bn_group_chains8_avx2 follows the definition's roundings: no FMA
+ * (this file is built with -mfma; gcc in ISO C mode contracts nothing) */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 int bn_quant_row_avx2(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));

@@ -30,6 +30,13 @@
  * 3.5 KiB apart, read at about half the speed: 0.94 ms); and the rows split
  * into pieces that threads take as they come (BL_PIECE), so that a thread
  * woken late or preempted does not hold up the call.
+ *
+ * Group scales take sums per 32-column sub-block (the kernels' dot_sub),
+ * integer sums per group, then the float chain of the definition, which is
+ * sequential over the groups of a row: eight rows at a time so that eight
+ * chains run side by side (4096 x 14336, 2 threads, one token: group 32
+ * 1.6 -> 1.3 ms, group 64 and 128 1.3 -> 1.0 ms; 8 tokens, group 32 12 ->
+ * 5.4 ms).
  */
 #include "bitlinear.h"
 

@@ -47,7 +47,8 @@ int bn_quant_row_scalar(const float *x, uint64_t n, uint64_t npad, int8_t *q, fl
  * with zeros to whole blocks.  They return sum over columns of code * x with
  * code = q + 1 in 0..2 (the caller subtracts the sum of x).
  *   dot:     acc[t] over blocks [0, nblocks) of one weight row;
- *   dot_sub: per 32-column sub-block of one token: acc[4*b + k]. */
+ *   dot_sub: per 32-column sub-block of one token: acc[4*b + k], in the
+ *            activation layout of its kernel set. */
 #define BN_T2_MAXT 8
 typedef void (*bn_t2_dot_fn)(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks,
                              int32_t *acc);
@@ -64,6 +65,8 @@ typedef struct {
     bn_t2_dot2_fn dot2;   /* (optional) */
     int tokens_per_pass;  /* nt per dot call (<= BN_T2_MAXT) */
     int pair_layout;      /* 1: x rows use the AVX-512 pairwise layout (see bitlinear.c) */
+    /* (optional) group scales: the float chains of 8 rows (bitlinear.c) */
+    void (*chains8)(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
 } bn_t2_kernels;
 
 void bn_t2_dot_scalar(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
@@ -72,10 +75,12 @@ void bn_t2_dot_sub_scalar(const uint8_t *w, const int8_t *x, size_t nblocks, int
 int bn_quant_row_avx2(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s);
 void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
+void bn_group_chains8_avx2(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
 void bn_t2_dot_avx512(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt, size_t nblocks,
                      int32_t *acc0, int32_t *acc1);
 void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 #endif
 
 #endif

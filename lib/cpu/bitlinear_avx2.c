@@ -14,6 +14,12 @@
 
 #define INLINE static inline __attribute__((always_inline))
 
+/* bn_group_chains8_avx2 follows the definition's roundings: no FMA
+ * (this file is built with -mfma; gcc in ISO C mode contracts nothing) */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 int bn_quant_row_avx2(const float *x, uint64_t n, uint64_t npad, int8_t *q, float *s)
 {
     const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -119,4 +125,42 @@ void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32
         const __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
         _mm_storeu_si128((__m128i *)(acc + 4 * b), r);
     }
+}
+
+/* Group scales: the chains of 8 rows at once (see group_chains in
+ * bitlinear.c): y[r] = sum over g in order of sum + (float)acc[r][g] * d[r][g],
+ * rows r at acc + r * astride and d + r * ng.  Eight columns g at a time: the
+ * products of each row (one vector per row), an 8 x 8 transpose, then eight
+ * adds in g order with the 8 rows in the lanes -- the same roundings in the
+ * same order as the scalar chain. */
+void bn_group_chains8_avx2(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y)
+{
+    __m256 sum = _mm256_setzero_ps();
+    uint64_t g = 0;
+    for (; g + 8 <= ng; g += 8) {
+        __m256 p[8];
+        for (int r = 0; r < 8; r++)
+            p[r] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(acc + (size_t)r * astride + g))),
+                                 _mm256_loadu_ps(d + (size_t)r * ng + g));
+        const __m256 t0 = _mm256_unpacklo_ps(p[0], p[1]), t1 = _mm256_unpackhi_ps(p[0], p[1]);
+        const __m256 t2 = _mm256_unpacklo_ps(p[2], p[3]), t3 = _mm256_unpackhi_ps(p[2], p[3]);
+        const __m256 t4 = _mm256_unpacklo_ps(p[4], p[5]), t5 = _mm256_unpackhi_ps(p[4], p[5]);
+        const __m256 t6 = _mm256_unpacklo_ps(p[6], p[7]), t7 = _mm256_unpackhi_ps(p[6], p[7]);
+        const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+        const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+        const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+        const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+        /* column g + i, rows in lanes 0..7 */
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u0, u4, 0x20));
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u1, u5, 0x20));
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u2, u6, 0x20));
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u3, u7, 0x20));
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u0, u4, 0x31));
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u1, u5, 0x31));
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u2, u6, 0x31));
+        sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(u3, u7, 0x31));
+    }
+    _mm256_storeu_ps(y, sum);
+    for (; g < ng; g++)
+        for (int r = 0; r < 8; r++) y[r] = y[r] + (float)acc[(size_t)r * astride + g] * d[(size_t)r * ng + g];
 }

@@ -18,11 +18,32 @@ INLINE __m512i LD_REG(const int8_t *p)
     return v;
 }
 
+/* One token.  vpdpbusd takes unsigned bytes up to 255, so the codes of
+ * shift k are used in place as code * 4^k (w & (3 << 2k), no shift), each
+ * shift in its own accumulator; the sums are divided by 4^k at the end
+ * (exact: every term is a multiple of 4^k).  |sum| <= 4^3 * 256 * 32 *
+ * nblocks must fit in int32: BL_NOSHIFT_MAX_BLOCKS. */
+#define BL_NOSHIFT_MAX_BLOCKS 4095
 static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc)
 {
-    const __m512i mask = _mm512_set1_epi8(3);
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
     const size_t npairs = (nblocks + 1) / 2;
+    if (nblocks <= BL_NOSHIFT_MAX_BLOCKS) {
+        const __m512i m0 = _mm512_set1_epi8(3), m1 = _mm512_set1_epi8(12), m2 = _mm512_set1_epi8(48),
+                      m3 = _mm512_set1_epi8((char)192);
+        for (size_t p = 0; p < npairs; p++) {
+            const __m512i wb = load_pair(w, p, nblocks);
+            const int8_t *xp = x + 256 * p;
+            a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(wb, m0), LD(xp));
+            a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(wb, m1), LD(xp + 64));
+            a2 = _mm512_dpbusd_epi32(a2, _mm512_and_si512(wb, m2), LD(xp + 128));
+            a3 = _mm512_dpbusd_epi32(a3, _mm512_and_si512(wb, m3), LD(xp + 192));
+        }
+        acc[0] = _mm512_reduce_add_epi32(a0) + _mm512_reduce_add_epi32(a1) / 4 + _mm512_reduce_add_epi32(a2) / 16 +
+                 _mm512_reduce_add_epi32(a3) / 64;
+        return;
+    }
+    const __m512i mask = _mm512_set1_epi8(3);
     for (size_t p = 0; p < npairs; p++) {
         const __m512i wb = load_pair(w, p, nblocks);
         const int8_t *xp = x + 256 * p;
@@ -97,39 +118,14 @@ INLINE void dot2_nt(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_
     }
 }
 
-/* One token, two rows: eight accumulators so that no vpdpbusd waits on
- * the previous one (the loop is then bound by memory, not latency). */
-static void dot2_1(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t nblocks, int32_t *acc0,
-                   int32_t *acc1)
-{
-    const __m512i mask = _mm512_set1_epi8(3);
-    __m512i a[2][4];
-    for (int r = 0; r < 2; r++)
-        for (int k = 0; k < 4; k++) a[r][k] = _mm512_setzero_si512();
-    const size_t npairs = (nblocks + 1) / 2;
-    for (size_t p = 0; p < npairs; p++) {
-        const __m512i u = load_pair(w0, p, nblocks), v = load_pair(w1, p, nblocks);
-        /* 1 KiB ahead on both weight streams (a prefetch never faults; on a
-         * 2-core Xeon this took GEMV 4096 x 14336 from ~0.60 to ~0.55 ms) */
-        _mm_prefetch((const char *)(w0 + 64 * p + 1024), _MM_HINT_T0);
-        _mm_prefetch((const char *)(w1 + 64 * p + 1024), _MM_HINT_T0);
-        const int8_t *xp = x + 256 * p;
-#pragma GCC unroll 4
-        for (int k = 0; k < 4; k++) {
-            const __m512i xv = LD_REG(xp + 64 * k);
-            a[0][k] = _mm512_dpbusd_epi32(a[0][k], _mm512_and_si512(_mm512_srli_epi16(u, 2 * k), mask), xv);
-            a[1][k] = _mm512_dpbusd_epi32(a[1][k], _mm512_and_si512(_mm512_srli_epi16(v, 2 * k), mask), xv);
-        }
-    }
-    acc0[0] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a[0][0], a[0][1]), _mm512_add_epi32(a[0][2], a[0][3])));
-    acc1[0] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a[1][0], a[1][1]), _mm512_add_epi32(a[1][2], a[1][3])));
-}
-
 void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt, size_t nblocks,
                      int32_t *acc0, int32_t *acc1)
 {
     switch (nt) {
-    case 1: dot2_1(w0, w1, x, nblocks, acc0, acc1); break;
+    case 1: /* one stream at a time reads faster (see bitlinear.c) */
+        dot_1(w0, x, nblocks, acc0);
+        dot_1(w1, x, nblocks, acc1);
+        break;
     case 2: dot2_nt(w0, w1, x, xstride, 2, nblocks, acc0, acc1); break;
     case 3: dot2_nt(w0, w1, x, xstride, 3, nblocks, acc0, acc1); break;
     case 4: dot2_nt(w0, w1, x, xstride, 4, nblocks, acc0, acc1); break;
@@ -151,5 +147,32 @@ void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, s
     case 6: dot_nt(w, x, xstride, 6, nblocks, acc); break;
     case 7: dot_nt(w, x, xstride, 7, nblocks, acc); break;
     default: dot_nt(w, x, xstride, 8, nblocks, acc); break;
+    }
+}
+
+/* Sums per 32-column sub-block (acc[4*b + k]) for group scales, pairwise
+ * layout: the vpdpbusd of shift k over a pair holds the 8 partial sums of
+ * sub-block k of block 2p in lanes 0..7 and of block 2p+1 in lanes 8..15;
+ * two unpack rounds and a 128-bit lane swap add each group of 8 lanes. */
+void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc)
+{
+    const __m512i zero = _mm512_setzero_si512();
+    const size_t npairs = (nblocks + 1) / 2;
+    for (size_t p = 0; p < npairs; p++) {
+        __m512i c[4];
+        code_planes(load_pair(w, p, nblocks), c);
+        const int8_t *xp = x + 256 * p;
+        const __m512i v0 = _mm512_dpbusd_epi32(zero, c[0], LD(xp)), v1 = _mm512_dpbusd_epi32(zero, c[1], LD(xp + 64));
+        const __m512i v2 = _mm512_dpbusd_epi32(zero, c[2], LD(xp + 128)), v3 = _mm512_dpbusd_epi32(zero, c[3], LD(xp + 192));
+        /* per 128-bit lane: [v0 a+c, v1 a+c, v0 b+d, v1 b+d] (lanes a b c d) */
+        const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+        const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+        /* per 128-bit lane: the sums of its 4 lanes of v0, v1, v2, v3 */
+        __m512i t = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+        /* 128-bit lanes 0 + 1 (block 2p), 2 + 3 (block 2p + 1) */
+        t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(2, 3, 0, 1)));
+        const __m256i r = _mm512_castsi512_si256(_mm512_shuffle_i32x4(t, t, _MM_SHUFFLE(2, 0, 2, 0)));
+        if (2 * p + 1 < nblocks) _mm256_storeu_si256((__m256i *)(acc + 8 * p), r);
+        else _mm_storeu_si128((__m128i *)(acc + 8 * p), _mm256_castsi256_si128(r));
     }
 }

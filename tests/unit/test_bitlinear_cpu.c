@@ -1,0 +1,258 @@
+/*
+ * test_bitlinear_cpu.c - the CPU BitLinear fast paths at their edges, at
+ * every SIMD level (BITNET_SIMD caps) and 1 or 2 threads:
+ *   - group scales of 32, 64, 128 and 256 columns (the 8-row batches and
+ *     their remainders, group counts that are not a multiple of 8, odd
+ *     block counts), outputs bit-identical to bitnet_bitlinear_ref;
+ *   - the one-token VNNI kernel that uses the codes in place (code * 4^k)
+ *     up to 4095 blocks per row and shifts beyond: worst-case magnitudes on
+ *     both sides of the limit, checked against integers computed here;
+ *   - weights and inputs at odd addresses;
+ *   - many calls in a row (the thread pool's spinning hand-off).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bitnet.h"
+
+/* ---- helpers written from the layout in bnt(5), independent of the library */
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+static uint32_t rnd(void)
+{
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state >> 16);
+}
+static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
+
+static size_t row_bytes(uint64_t in) { return (size_t)((in + 127) / 128 * 32); }
+
+/* codes q[out x in] in {-1,0,1} -> T2 */
+static void pack_t2(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2)
+{
+    const size_t rb = row_bytes(in);
+    for (uint64_t o = 0; o < out; o++) {
+        uint8_t *row = t2 + o * rb;
+        memset(row, 0x55, rb); /* code 1 everywhere: padding */
+        for (uint64_t c = 0; c < in; c++) {
+            const uint64_t b = c / 128, k = (c % 128) / 32, j = c % 32;
+            uint8_t *p = &row[b * 32 + j];
+            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)(q[o * in + c] + 1) << (2 * k)));
+        }
+    }
+}
+
+typedef struct { const char *simd; int threads; } config;
+static const config configs[] = {{"scalar", 1}, {"avx2", 2}, {"avx512", 1}, {"avx512", 2},
+                                 {"avx512-vnni", 1}, {"avx512-vnni", 2}};
+#define NCFG (sizeof configs / sizeof configs[0])
+
+static size_t open_all(bitnet_backend **be)
+{
+    for (size_t i = 0; i < NCFG; i++) {
+        setenv("BITNET_SIMD", configs[i].simd, 1);
+        assert_int_equal(bitnet_backend_create(&be[i], "cpu", configs[i].threads), BITNET_OK);
+        unsetenv("BITNET_SIMD");
+    }
+    return NCFG;
+}
+static void close_all(bitnet_backend **be)
+{
+    for (size_t i = 0; i < NCFG; i++) bitnet_backend_free(be[i]);
+}
+
+/* One random case: weights at t2 + woff, float input at x + xoff; every
+ * config's output must equal the reference bit for bit. */
+static int check_case(bitnet_backend **be, uint64_t in, uint64_t out, uint64_t tokens, bitnet_scale_kind kind,
+                      uint32_t group, size_t woff, size_t xoff, int prequant)
+{
+    const uint64_t nd = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? out : out * ((in + group - 1) / group);
+    int8_t *q = malloc(in * out), *xq = malloc(tokens * in);
+    uint8_t *t2buf = malloc(row_bytes(in) * out + woff);
+    float *d = malloc(nd * sizeof(float)), *xbuf = malloc((tokens * in + xoff) * sizeof(float));
+    float *xs = malloc(tokens * sizeof(float)), *yref = malloc(tokens * out * sizeof(float));
+    float *y = malloc(tokens * out * sizeof(float)), *bias = malloc(out * sizeof(float));
+    assert_true(q && xq && t2buf && d && xbuf && xs && yref && y && bias);
+    uint8_t *t2 = t2buf + woff;
+    float *x = xbuf + xoff;
+    for (uint64_t i = 0; i < in * out; i++) q[i] = (int8_t)((int)(rnd() % 3) - 1);
+    pack_t2(q, out, in, t2);
+    for (uint64_t i = 0; i < nd; i++) d[i] = 0.01f + (rndf() + 1.0f);
+    for (uint64_t i = 0; i < tokens * in; i++) x[i] = rndf() * 5.0f;
+    for (uint64_t i = 0; i < tokens * in; i++) xq[i] = (int8_t)((int)(rnd() % 256) - 128);
+    for (uint64_t t = 0; t < tokens; t++) xs[t] = 0.5f + (rndf() + 1.0f) * 20.0f;
+    for (uint64_t o = 0; o < out; o++) bias[o] = rndf();
+    bitnet_ternary_matrix w = {t2, out, in, kind, group, d};
+    bitnet_bitlinear_io io = {.tokens = tokens, .y = yref, .bias = bias};
+    if (prequant) {
+        io.xq = xq;
+        io.xs = xs;
+    } else {
+        io.x = x;
+    }
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    io.y = y;
+    int bad = 0;
+    for (size_t c = 0; c < NCFG; c++) {
+        memset(y, 0xa5, tokens * out * sizeof(float));
+        assert_int_equal(bitnet_bitlinear(be[c], &w, &io), BITNET_OK);
+        if (memcmp(y, yref, tokens * out * sizeof(float)) != 0) {
+            uint64_t first = 0;
+            while (memcmp(&y[first], &yref[first], sizeof(float)) == 0) first++;
+            print_message("# %s x%d: in %llu out %llu tokens %llu kind %d group %u woff %zu xoff %zu: y[%llu] = %.9g, ref %.9g\n",
+                          configs[c].simd, configs[c].threads, (unsigned long long)in, (unsigned long long)out,
+                          (unsigned long long)tokens, (int)kind, group, woff, xoff, (unsigned long long)first,
+                          (double)y[first], (double)yref[first]);
+            bad++;
+        }
+    }
+    free(q); free(xq); free(t2buf); free(d); free(xbuf); free(xs); free(yref); free(y); free(bias);
+    return bad;
+}
+
+static void test_group_paths(void **state)
+{
+    (void)state;
+    bitnet_backend *be[NCFG];
+    open_all(be);
+    /* in: 1, 3, 17 (one block), 255 (2 blocks), 4097 (33 blocks, odd: the
+     * pair layout's masked last block), 1000 (8 blocks; 32 groups of 32 =
+     * whole chains of 8), 1100 (35 groups of 32: a tail of 3 after 4 x 8) */
+    static const uint64_t ins[] = {1, 3, 17, 255, 1000, 1100, 4097};
+    /* out: 1, 5 (fewer than 8 rows), 64 (8 x 8), 1000 (many pieces), 13 (8 + 5) */
+    static const uint64_t outs[] = {1, 5, 13, 64, 1000};
+    static const uint64_t toks[] = {1, 2, 7};
+    static const uint32_t groups[] = {32, 64, 128, 256};
+    int bad = 0, n = 0;
+    for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
+        for (size_t b = 0; b < sizeof outs / sizeof outs[0]; b++)
+            for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++)
+                for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+                    if (outs[b] == 1000 && (ins[a] > 1100 || toks[t] > 2)) continue; /* keep it short */
+                    bad += check_case(be, ins[a], outs[b], toks[t], BITNET_SCALE_GROUP, groups[g], 0, 0, (int)(n % 2));
+                    n++;
+                }
+    print_message("# %d group cases x %zu configs\n", n, NCFG);
+    close_all(be);
+    assert_int_equal(bad, 0);
+}
+
+static void test_odd_addresses(void **state)
+{
+    (void)state;
+    bitnet_backend *be[NCFG];
+    open_all(be);
+    int bad = 0;
+    static const size_t woffs[] = {1, 16, 33};
+    for (size_t i = 0; i < sizeof woffs / sizeof woffs[0]; i++) {
+        bad += check_case(be, 4097, 64, 1, BITNET_SCALE_TENSOR, 0, woffs[i], i + 1, 0);
+        bad += check_case(be, 255, 17, 3, BITNET_SCALE_ROW, 0, woffs[i], i, 0);
+        bad += check_case(be, 1100, 13, 2, BITNET_SCALE_GROUP, 32, woffs[i], i + 1, 0);
+    }
+    close_all(be);
+    assert_int_equal(bad, 0);
+}
+
+/* All codes +1 (or -1) and all activations -128: the largest |sum| per
+ * shift plane.  With d = 1 and s = 1, y = (float)acc; acc = q * -128 * in,
+ * computed here in 64 bits, is a float exactly (in = 128 * blocks, a small
+ * odd factor times a power of two).  4095 blocks: in place (code * 4^k)
+ * at its bound; 4096 and 4097: the shifting loop. */
+static void test_noshift_bounds(void **state)
+{
+    (void)state;
+    bitnet_backend *be[NCFG];
+    open_all(be);
+    static const uint64_t blocks[] = {4095, 4096, 4097};
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        const uint64_t in = 128 * blocks[i], out = 3;
+        uint8_t *t2 = malloc(row_bytes(in) * out);
+        int8_t *xq = malloc(in);
+        float y[3], d = 1.0f, xs = 1.0f;
+        assert_non_null(t2);
+        assert_non_null(xq);
+        memset(t2, 0xaa, row_bytes(in));                     /* row 0: code 2 (q = +1) everywhere */
+        memset(t2 + row_bytes(in), 0x00, row_bytes(in));     /* row 1: code 0 (q = -1) */
+        memset(t2 + 2 * row_bytes(in), 0x55, row_bytes(in)); /* row 2: q = 0 */
+        memset(xq, 0x80, in);                                /* -128 */
+        const float want[3] = {(float)(-128 * (int64_t)in), (float)(128 * (int64_t)in), 0.0f};
+        assert_true((double)want[0] == (double)(-128 * (int64_t)in));
+        bitnet_ternary_matrix w = {t2, out, in, BITNET_SCALE_TENSOR, 0, &d};
+        bitnet_bitlinear_io io = {.tokens = 1, .xq = xq, .xs = &xs, .y = y};
+        assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+        for (int o = 0; o < 3; o++) assert_true(y[o] == want[o]);
+        for (size_t c = 0; c < NCFG; c++) {
+            memset(y, 0, sizeof y);
+            assert_int_equal(bitnet_bitlinear(be[c], &w, &io), BITNET_OK);
+            for (int o = 0; o < 3; o++) {
+                if (y[o] != want[o])
+                    print_message("# %s x%d, %llu blocks, row %d: %.9g, want %.9g\n", configs[c].simd, configs[c].threads,
+                                  (unsigned long long)blocks[i], o, (double)y[o], (double)want[o]);
+                assert_true(y[o] == want[o]);
+            }
+        }
+        free(t2);
+        free(xq);
+    }
+    /* random codes and activations around the bound, against the reference */
+    int bad = 0;
+    bad += check_case(be, 128 * 4095, 3, 1, BITNET_SCALE_ROW, 0, 0, 0, 1);
+    bad += check_case(be, 128 * 4095 + 1, 2, 1, BITNET_SCALE_TENSOR, 0, 0, 0, 1);
+    close_all(be);
+    assert_int_equal(bad, 0);
+}
+
+/* Calls back to back (the pool's workers are then caught spinning) and
+ * with pauses (they have gone to sleep): the same result every time. */
+static void test_repeated_calls(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 2), BITNET_OK);
+    const uint64_t in = 2049, out = 300;
+    int8_t *q = malloc(in * out);
+    uint8_t *t2 = malloc(row_bytes(in) * out);
+    float *x = malloc(in * sizeof(float)), yref[300], y[300], d = 0.25f;
+    assert_true(q && t2 && x);
+    for (uint64_t i = 0; i < in * out; i++) q[i] = (int8_t)((int)(rnd() % 3) - 1);
+    pack_t2(q, out, in, t2);
+    for (uint64_t i = 0; i < in; i++) x[i] = rndf();
+    bitnet_ternary_matrix w = {t2, out, in, BITNET_SCALE_TENSOR, 0, &d};
+    bitnet_bitlinear_io io = {.tokens = 1, .x = x, .y = yref};
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    io.y = y;
+    for (int r = 0; r < 300; r++) {
+        memset(y, 0, sizeof y);
+        assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_OK);
+        assert_memory_equal(y, yref, sizeof y);
+        if (r % 100 == 99) {
+            const struct timespec ts = {0, 2000000}; /* 2 ms: longer than the spin */
+            nanosleep(&ts, NULL);
+        }
+    }
+    free(q);
+    free(t2);
+    free(x);
+    bitnet_backend_free(be);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_group_paths),
+        cmocka_unit_test(test_odd_addresses),
+        cmocka_unit_test(test_noshift_bounds),
+        cmocka_unit_test(test_repeated_calls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

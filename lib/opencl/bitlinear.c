@@ -22,14 +22,14 @@
  *                     work-group and pass; when one token's row does not fit
  *                     (NV_LMEM bytes, default and cap: the device's local
  *                     memory less 1 KiB) it falls back to variant 1.
- *   BITNET_GEMV_NV=3  bl_gemv_nv3 (the default when unset): as 2, with codes decoded by one AND per word
+ *   BITNET_GEMV_NV=3  bl_gemv_nv3 (the default for 2 to 7 tokens): as 2, with codes decoded by one AND per word
  *                     (unsigned, unshifted: dp4a.u32.s32, the four shifts of a
  *                     block summed apart) and the per-token activation sums
  *                     (made here) taken off; falls back to variant 1 as 2 does.
- *   BITNET_GEMV_NV=4  bl_gemv_nv4: lanes take consecutive 16-byte half blocks
+ *   BITNET_GEMV_NV=4  bl_gemv_nv4 (the default for one token): lanes take consecutive 16-byte half blocks
  *                     (512-byte loads per warp), NV_U of them per lane in
  *                     flight, NV_RW rows per warp (default: enough to leave
- *                     about 4 work-groups per compute unit, at most 16),
+ *                     at most 4 work-groups per compute unit, at most 16),
  *                     activations staged once per work-group (swizzled);
  *                     decoding as 3; falls back to variant 1 as 2 does.
  *   BITNET_GEMV_OPTS="-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=8
@@ -145,8 +145,11 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * gemv-sweep.sh, 2026-11-22): 16384x16384 in 45.8 us against 50.0 us for
      * variant 0 at 1 token, 177 against 286 us at 8, 1.28 against 2.37 ms at
      * 64; from 8 tokens on, 8 warps of one row with 4 blocks in flight won. */
-    const int nvv = !ev ? 3 : ev[0] >= '1' && ev[0] <= '4' && ev[1] == '\0' ? ev[0] - '0' : 0;
-    if (!eopts) eopts = !ev && T >= 8 ? "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4" : "";
+    /* One token: variant 4 with 8 warps and 4 loads in flight per lane (H100,
+     * 2026-11-22, kept weights: 16384x16384 in 32.3 us against 34.0 us for
+     * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6). */
+    const int nvv = !ev ? (T == 1 ? 4 : 3) : ev[0] >= '1' && ev[0] <= '4' && ev[1] == '\0' ? ev[0] - '0' : 0;
+    if (!eopts) eopts = ev ? "" : T >= 8 ? "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4" : T == 1 ? "-DNV_WARPS=8 -DNV_U=4" : "";
     const long nv_warps = opt_value(eopts, "NV_WARPS", 4), nv_rows = opt_value(eopts, "NV_ROWS", 2),
                nv_tt = opt_value(eopts, "NV_TT", 4);
     size_t nv_lmem = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;
@@ -232,9 +235,9 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         /* bl_gemv_nv2 takes two more: its local staging buffer and tokens per pass;
          * bl_gemv_nv3 a third: the per-token sums; bl_gemv_nv4 two more: the
          * padded row of its staging buffer (blocks) and rows per warp: by
-         * default as many as leave about 4 work-groups per compute unit */
+         * default as many as leave at most 4 work-groups per compute unit */
         const uint64_t wg4 = (uint64_t)nv_warps * 4 * (caps->compute_units ? caps->compute_units : 1);
-        uint64_t rw4 = out / wg4;
+        uint64_t rw4 = (out + wg4 - 1) / wg4;
         rw4 = rw4 < 1 ? 1 : rw4 > 16 ? 16 : rw4;
         const cl_uint c_nbp4 = (cl_uint)nbp4, c_rw4 = (cl_uint)opt_value(eopts, "NV_RW", (long)rw4);
         const int nargs = nv4 ? 19 : nv3 ? 17 : strcmp(kname, "bl_gemv_nv2") == 0 ? 16 : 14;

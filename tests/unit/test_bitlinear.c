@@ -388,6 +388,7 @@ static const nvconf nvconfs[] = {
     {"3", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
     {"3", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
     {"4", ""},
+    {"4", "-DNV_WARPS=8 -DNV_U=4"}, /* the one-token default */
     {"4", "-DNV_WARPS=3 -DNV_RW=3 -DNV_U=1 -DNV_TT=8 -DNV_LMEM=4300"},
     {"4", "-DNV_WARPS=1 -DNV_RW=2 -DNV_U=3 -DNV_TT=5 -DNV_LMEM=1024"},
 };

@@ -813,6 +813,13 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
     const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * (bn_size)rw;
     for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
         const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
+        /* the first loads of the first row go out before the staging, so
+         * that the two latencies overlap (small matrices are latency-bound) */
+        uint4 wv[NV_U];
+        for (int u = 0; u < NV_U; u++) {
+            const bn_size h = (bn_size)(32 * u + lane);
+            wv[u] = r0 < out && h < nh ? w[r0 * nh + h] : (uint4)(0);
+        }
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl */
         for (int i = 0; i < nt; i++)
             for (uint c = (uint)lid; c < (uint)nx; c += 32 * NV_WARPS) BL_XL4(i, c) = xg[(t0 + (bn_size)i) * nx + c];
@@ -824,11 +831,11 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
             int acc[NV_TT];
             for (int i = 0; i < NV_TT; i++) acc[i] = NV_TEST_V4;
             for (bn_size h0 = 0; h0 < nh; h0 += 32 * NV_U) {
-                uint4 wv[NV_U];
-                for (int u = 0; u < NV_U; u++) {
-                    const bn_size h = h0 + (bn_size)(32 * u + lane);
-                    wv[u] = ok && h < nh ? wr[h] : (uint4)(0);
-                }
+                if (r != 0 || h0 != 0)
+                    for (int u = 0; u < NV_U; u++) {
+                        const bn_size h = h0 + (bn_size)(32 * u + lane);
+                        wv[u] = ok && h < nh ? wr[h] : (uint4)(0);
+                    }
                 for (int u = 0; u < NV_U; u++) {
                     const bn_size h = h0 + (bn_size)(32 * u + lane);
                     if (h >= nh) break;

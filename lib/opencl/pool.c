@@ -164,32 +164,6 @@ bitnet_status bn_ocl_upload_async(bn_ocl *o, cl_mem m, size_t offset, const void
     return bn_ocl_pending_push(o, ev, "upload", 1, bytes);
 }
 
-/* Waits for ev (enqueued): polls its status for up to BITNET_OCL_SPIN_US
- * microseconds (default 1000; 0: no polling) before a blocking wait, since a
- * blocking wait may put the thread to sleep and waking it costs tens of
- * microseconds, as much as a GEMV kernel. */
-static cl_int spin_wait(bn_ocl *o, cl_event ev)
-{
-    static long spin_us = -1;
-    if (spin_us < 0) {
-        const char *e = getenv("BITNET_OCL_SPIN_US");
-        spin_us = e && *e ? strtol(e, NULL, 10) : 1000;
-        if (spin_us < 0) spin_us = 0;
-    }
-    cl_int err = clFlush(o->queue);
-    if (err != CL_SUCCESS) return err;
-    const double t0 = spin_us ? bn_now_ms() : 0;
-    while (spin_us) {
-        cl_int status = CL_QUEUED;
-        err = clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
-        if (err != CL_SUCCESS) return err;
-        if (status == CL_COMPLETE) return CL_SUCCESS;
-        if (status < 0) return status; /* the command failed */
-        if ((bn_now_ms() - t0) * 1000.0 >= (double)spin_us) break;
-    }
-    return clWaitForEvents(1, &ev);
-}
-
 void bn_ocl_drain(bn_ocl *o)
 {
     clFinish(o->queue);
@@ -202,18 +176,13 @@ bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, siz
     /* one round trip: the read waits for the queue before it (in order);
      * every command is then timed by its event */
     cl_event ev = NULL;
-    cl_int err = clEnqueueReadBuffer(o->queue, m, CL_FALSE, offset, bytes, dst, 0, NULL, &ev);
+    /* (polling the event before blocking made it slower on an H100: 4096 x
+     * 4096 one token end to end 119 against 84 us) */
+    cl_int err = clEnqueueReadBuffer(o->queue, m, CL_TRUE, offset, bytes, dst, 0, NULL, &ev);
     if (err != CL_SUCCESS) {
-        bitnet_status st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_FALSE, offset, size, dst, ...)",
+        bitnet_status st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_TRUE, offset, size, dst, ...)",
                                       __FILE__, __LINE__);
         bn_ocl_drain(o); /* the detail of this failure stays */
-        return st;
-    }
-    if ((err = spin_wait(o, ev)) != CL_SUCCESS) {
-        bitnet_status st = bn_cl_fail(err, "waiting for clEnqueueReadBuffer (clFlush, clGetEventInfo, clWaitForEvents)",
-                                      __FILE__, __LINE__);
-        clReleaseEvent(ev);
-        bn_ocl_drain(o);
         return st;
     }
     bitnet_status st = bn_ocl_pending_push(o, ev, "download", 2, bytes);

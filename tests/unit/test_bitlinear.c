@@ -20,35 +20,14 @@
 #include <string.h>
 
 #include "bitnet.h"
+#include "testutil.h"
 
 /* ---- helpers written from the layout in bnt(5), independent of the library */
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rnd(void) { return tu_rand32(&rng_state); }
 static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
 
-static size_t row_bytes(uint64_t in) { return (size_t)((in + 127) / 128 * 32); }
-
-/* codes q[out x in] in {-1,0,1} -> T2 */
-static void pack_t2(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2)
-{
-    const size_t rb = row_bytes(in);
-    for (uint64_t o = 0; o < out; o++) {
-        uint8_t *row = t2 + o * rb;
-        for (size_t i = 0; i < rb; i++) row[i] = 0x55; /* code 1 everywhere: padding */
-        for (uint64_t c = 0; c < in; c++) {
-            const uint64_t b = c / 128, k = (c % 128) / 32, j = c % 32;
-            uint8_t *p = &row[b * 32 + j];
-            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)(q[o * in + c] + 1) << (2 * k)));
-        }
-    }
-}
 
 static uint32_t ulp_diff(float a, float b)
 {
@@ -86,7 +65,7 @@ static void test_ref_hand(void **state)
      * acc = [-20, 0]; y = acc * (0.5 / 2) = [-5, 0]; + bias [1, 2] = [-4, 2]; relu -> [0, 2] */
     const int8_t q[6] = {1, 0, -1, -1, 1, 1};
     uint8_t t2[64];
-    pack_t2(q, 2, 3, t2);
+    tu_t2_pack(q, 2, 3, t2);
     const float d = 0.5f, bias[2] = {1.0f, 2.0f};
     const int8_t xq[3] = {10, -20, 30};
     const float xs = 2.0f;
@@ -127,7 +106,7 @@ static void test_ref_hand(void **state)
         x2[i] = 1;
     }
     uint8_t t22[32];
-    pack_t2(q2, 1, 64, t22);
+    tu_t2_pack(q2, 1, 64, t22);
     const float dg[2] = {2.0f, 3.0f}, one = 1.0f;
     bitnet_ternary_matrix wg = {t22, 1, 64, BITNET_SCALE_GROUP, 32, dg};
     io = (bitnet_bitlinear_io){.tokens = 1, .xq = x2, .xs = &one, .y = y};
@@ -161,7 +140,7 @@ static void case_make(rcase *c, uint64_t in, uint64_t out, uint64_t tokens, bitn
     c->group = group;
     uint64_t nd = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? out : out * ((in + group - 1) / group);
     c->q = malloc(in * out);
-    c->t2 = malloc(row_bytes(in) * out);
+    c->t2 = malloc(tu_t2_row_bytes(in) * out);
     c->d = malloc(nd * sizeof(float));
     c->x = malloc(tokens * in * sizeof(float));
     c->xq = malloc(tokens * in);
@@ -169,7 +148,7 @@ static void case_make(rcase *c, uint64_t in, uint64_t out, uint64_t tokens, bitn
     c->bias = malloc(out * sizeof(float));
     assert_non_null(c->q && c->t2 && c->d && c->x && c->xq && c->xs && c->bias);
     for (uint64_t i = 0; i < in * out; i++) c->q[i] = (int8_t)((int)(rnd() % 3) - 1);
-    pack_t2(c->q, out, in, c->t2);
+    tu_t2_pack(c->q, out, in, c->t2);
     for (uint64_t i = 0; i < nd; i++) c->d[i] = 0.01f + fabsf(rndf());
     for (uint64_t i = 0; i < tokens * in; i++) c->x[i] = rndf() * 3.0f;
     for (uint64_t i = 0; i < tokens * in; i++) c->xq[i] = (int8_t)((int)(rnd() % 256) - 128);

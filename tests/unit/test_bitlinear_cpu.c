@@ -22,35 +22,14 @@
 #include <time.h>
 
 #include "bitnet.h"
+#include "testutil.h"
 
 /* ---- helpers written from the layout in bnt(5), independent of the library */
 
 static uint64_t rng_state = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void)
-{
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return (uint32_t)(rng_state >> 16);
-}
+static uint32_t rnd(void) { return tu_rand32(&rng_state); }
 static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.0); }
 
-static size_t row_bytes(uint64_t in) { return (size_t)((in + 127) / 128 * 32); }
-
-/* codes q[out x in] in {-1,0,1} -> T2 */
-static void pack_t2(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2)
-{
-    const size_t rb = row_bytes(in);
-    for (uint64_t o = 0; o < out; o++) {
-        uint8_t *row = t2 + o * rb;
-        memset(row, 0x55, rb); /* code 1 everywhere: padding */
-        for (uint64_t c = 0; c < in; c++) {
-            const uint64_t b = c / 128, k = (c % 128) / 32, j = c % 32;
-            uint8_t *p = &row[b * 32 + j];
-            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)(q[o * in + c] + 1) << (2 * k)));
-        }
-    }
-}
 
 typedef struct { const char *simd; int threads; } config;
 static const config configs[] = {{"scalar", 1}, {"avx2", 2}, {"avx512", 1}, {"avx512", 2},
@@ -78,7 +57,7 @@ static int check_case(bitnet_backend **be, uint64_t in, uint64_t out, uint64_t t
 {
     const uint64_t nd = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? out : out * ((in + group - 1) / group);
     int8_t *q = malloc(in * out), *xq = malloc(tokens * in);
-    uint8_t *t2buf = malloc(row_bytes(in) * out + woff);
+    uint8_t *t2buf = malloc(tu_t2_row_bytes(in) * out + woff);
     float *d = malloc(nd * sizeof(float)), *xbuf = malloc((tokens * in + xoff) * sizeof(float));
     float *xs = malloc(tokens * sizeof(float)), *yref = malloc(tokens * out * sizeof(float));
     float *y = malloc(tokens * out * sizeof(float)), *bias = malloc(out * sizeof(float));
@@ -86,7 +65,7 @@ static int check_case(bitnet_backend **be, uint64_t in, uint64_t out, uint64_t t
     uint8_t *t2 = t2buf + woff;
     float *x = xbuf + xoff;
     for (uint64_t i = 0; i < in * out; i++) q[i] = (int8_t)((int)(rnd() % 3) - 1);
-    pack_t2(q, out, in, t2);
+    tu_t2_pack(q, out, in, t2);
     for (uint64_t i = 0; i < nd; i++) d[i] = 0.01f + (rndf() + 1.0f);
     for (uint64_t i = 0; i < tokens * in; i++) x[i] = rndf() * 5.0f;
     for (uint64_t i = 0; i < tokens * in; i++) xq[i] = (int8_t)((int)(rnd() % 256) - 128);
@@ -176,14 +155,14 @@ static void test_noshift_bounds(void **state)
     static const uint64_t blocks[] = {4095, 4096, 4097};
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
         const uint64_t in = 128 * blocks[i], out = 3;
-        uint8_t *t2 = malloc(row_bytes(in) * out);
+        uint8_t *t2 = malloc(tu_t2_row_bytes(in) * out);
         int8_t *xq = malloc(in);
         float y[3], d = 1.0f, xs = 1.0f;
         assert_non_null(t2);
         assert_non_null(xq);
-        memset(t2, 0xaa, row_bytes(in));                     /* row 0: code 2 (q = +1) everywhere */
-        memset(t2 + row_bytes(in), 0x00, row_bytes(in));     /* row 1: code 0 (q = -1) */
-        memset(t2 + 2 * row_bytes(in), 0x55, row_bytes(in)); /* row 2: q = 0 */
+        memset(t2, 0xaa, tu_t2_row_bytes(in));                     /* row 0: code 2 (q = +1) everywhere */
+        memset(t2 + tu_t2_row_bytes(in), 0x00, tu_t2_row_bytes(in));     /* row 1: code 0 (q = -1) */
+        memset(t2 + 2 * tu_t2_row_bytes(in), 0x55, tu_t2_row_bytes(in)); /* row 2: q = 0 */
         memset(xq, 0x80, in);                                /* -128 */
         const float want[3] = {(float)(-128 * (int64_t)in), (float)(128 * (int64_t)in), 0.0f};
         assert_true((double)want[0] == (double)(-128 * (int64_t)in));
@@ -221,11 +200,11 @@ static void test_repeated_calls(void **state)
     assert_int_equal(bitnet_backend_create(&be, "cpu", 2), BITNET_OK);
     const uint64_t in = 2049, out = 300;
     int8_t *q = malloc(in * out);
-    uint8_t *t2 = malloc(row_bytes(in) * out);
+    uint8_t *t2 = malloc(tu_t2_row_bytes(in) * out);
     float *x = malloc(in * sizeof(float)), yref[300], y[300], d = 0.25f;
     assert_true(q && t2 && x);
     for (uint64_t i = 0; i < in * out; i++) q[i] = (int8_t)((int)(rnd() % 3) - 1);
-    pack_t2(q, out, in, t2);
+    tu_t2_pack(q, out, in, t2);
     for (uint64_t i = 0; i < in; i++) x[i] = rndf();
     bitnet_ternary_matrix w = {t2, out, in, BITNET_SCALE_TENSOR, 0, &d};
     bitnet_bitlinear_io io = {.tokens = 1, .x = x, .y = yref};

@@ -37,7 +37,6 @@ typedef struct {
     size_t t2_bytes, d_bytes;
 } tmat;
 
-static size_t row_bytes(uint64_t in) { return (size_t)((in + 127) / 128 * 32); }
 
 static size_t n_scales(const tmat *m)
 {
@@ -46,23 +45,13 @@ static size_t n_scales(const tmat *m)
     return (size_t)(m->out * ((m->in + m->group - 1) / m->group));
 }
 
-static void pack(tmat *m)
-{
-    const size_t rb = row_bytes(m->in);
-    memset(m->t2, 0x55, m->t2_bytes); /* code 1 (q = 0) everywhere: padding */
-    for (uint64_t o = 0; o < m->out; o++)
-        for (uint64_t c = 0; c < m->in; c++) {
-            uint8_t *p = &m->t2[o * rb + (c / 128) * 32 + c % 32];
-            const unsigned k = (unsigned)(c % 128) / 32;
-            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)(m->q[o * m->in + c] + 1) << (2 * k)));
-        }
-}
+static void pack(tmat *m) { tu_t2_pack(m->q, m->out, m->in, m->t2); }
 
 static tmat tmat_new(uint64_t out, uint64_t in, bitnet_scale_kind kind, uint32_t group)
 {
     tmat m = {.out = out, .in = in, .kind = kind, .group = group};
     m.q = malloc((size_t)(out * in));
-    m.t2_bytes = (size_t)out * row_bytes(in);
+    m.t2_bytes = (size_t)out * tu_t2_row_bytes(in);
     m.t2 = malloc(m.t2_bytes);
     m.d_bytes = n_scales(&m) * sizeof(float);
     m.d = malloc(m.d_bytes);

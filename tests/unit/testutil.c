@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t tu_xorshift(uint64_t *state)
 {
@@ -31,4 +32,20 @@ float *tu_lcg_floats(uint64_t n, uint32_t seed, int zero, float div)
         x[i] = (float)(v ? v : zero) / div;
     }
     return x;
+}
+
+size_t tu_t2_row_bytes(uint64_t in) { return (size_t)((in + 127) / 128 * 32); }
+
+void tu_t2_pack(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2)
+{
+    const size_t rb = tu_t2_row_bytes(in);
+    for (uint64_t o = 0; o < out; o++) {
+        uint8_t *row = t2 + o * rb;
+        memset(row, 0x55, rb); /* code 1 everywhere: padding */
+        for (uint64_t c = 0; c < in; c++) {
+            const uint64_t b = c / 128, k = (c % 128) / 32, j = c % 32;
+            uint8_t *p = &row[b * 32 + j];
+            *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)(q[o * in + c] + 1) << (2 * k)));
+        }
+    }
 }

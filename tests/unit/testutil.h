@@ -1,12 +1,14 @@
 /*
  * testutil.h - helpers shared by the unit tests (tests/unit/testutil.c is
- * linked into every one): the seeded random generators they draw data from.
+ * linked into every one): the seeded random generators they draw data from,
+ * and a T2 packer written from bnt(5) alone.
  * Each test keeps its own state and seed, so its data does not depend on
  * what other tests draw.
  */
 #ifndef BITNET_TESTUTIL_H
 #define BITNET_TESTUTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* One xorshift64 step (13, 7, 17) of *state (nonzero); returns the new state. */
@@ -19,6 +21,10 @@ float tu_randf32(uint64_t *state);
 float tu_randf53(uint64_t *state);
 /* n floats (malloc'd, aborts on failure) from the LCG seed = seed * 1664525
  * + 1013904223: v = (seed >> 9) % 20001 - 10000, x = (v ? v : zero) / div. */
+/* T2 rows [out x in] from codes q in {-1,0,1}, written from the layout in
+ * bnt(5) and independent of the library; tu_t2_row_bytes is ceil(in/128)*32. */
+size_t tu_t2_row_bytes(uint64_t in);
+void tu_t2_pack(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2);
 float *tu_lcg_floats(uint64_t n, uint32_t seed, int zero, float div);
 
 #endif

@@ -435,14 +435,21 @@ static int nv_sweep(bitnet_backend *be)
     return bad;
 }
 
-static void test_opencl_nv_emulated(void **state)
+/* An OpenCL backend (one thread), or the test is skipped. */
+static bitnet_backend *ocl_or_skip(void)
 {
-    (void)state;
     bitnet_backend *be = NULL;
     if (bitnet_backend_create(&be, "opencl", 1) != BITNET_OK) {
         print_message("# no OpenCL device: %s\n", bitnet_error_detail());
         skip();
     }
+    return be;
+}
+
+static void test_opencl_nv_emulated(void **state)
+{
+    (void)state;
+    bitnet_backend *be = ocl_or_skip();
     nv_emulate = 1;
     assert_int_equal(nv_sweep(be), 0);
     /* on NVIDIA hardware the same grid through the real dp4a and shuffles */
@@ -594,11 +601,7 @@ static float mma_hook_diff(bitnet_backend *be, uint64_t tokens, bitnet_scale_kin
 static void test_opencl_mma_emulated(void **state)
 {
     (void)state;
-    bitnet_backend *be = NULL;
-    if (bitnet_backend_create(&be, "opencl", 1) != BITNET_OK) {
-        print_message("# no OpenCL device: %s\n", bitnet_error_detail());
-        skip();
-    }
+    bitnet_backend *be = ocl_or_skip();
     assert_int_equal(mma_sweep(be, 1), 0);
     /* on NVIDIA hardware the same grid through the real mma.sync */
     if (strstr(bitnet_backend_describe(be), "NVIDIA")) assert_int_equal(mma_sweep(be, 0), 0);

@@ -71,29 +71,11 @@ static bn_quant_row_fn host_quant(void)
     return bn_quant_row_scalar;
 }
 
-static int want_portable(void)
-{
-    const char *e = getenv("BITNET_OCL_PORTABLE");
-    return e && *e && strcmp(e, "0") != 0;
-}
-
-static int env_on(const char *name)
-{
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
-}
-
-/* The value of "-DNAME=value" in opts (a positive int), else def. */
+/* The value of the last "-DNAME=value" in opts when positive, else def. */
 static long opt_value(const char *opts, const char *name, long def)
 {
-    const size_t n = strlen(name);
-    for (const char *p = opts; (p = strstr(p, "-D")) != NULL; p += 2)
-        if (strncmp(p + 2, name, n) == 0 && p[2 + n] == '=') {
-            char *end;
-            const long v = strtol(p + 3 + n, &end, 10);
-            if (end != p + 3 + n && v > 0) def = v; /* the last one wins, as in the compiler */
-        }
-    return def;
+    const long v = bn_ocl_opt_value(opts, name, def, NULL);
+    return v > 0 ? v : def;
 }
 
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
@@ -138,7 +120,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * in 19 us, 8 in 73 us and 64 in 0.52 ms, where bl_gemv needs 137 us
      * for one and bl_gemm 7.7 ms for 64: NVIDIA takes it for any count.
      * The portable kernels break even near 16 tokens. */
-    const int emulate = env_on("BITNET_GEMV_NV_EMULATE");
+    const int emulate = bn_ocl_env_on("BITNET_GEMV_NV_EMULATE");
     const char *eopts = getenv("BITNET_GEMV_OPTS");
     const char *ev = getenv("BITNET_GEMV_NV");
     /* Default: variant 3, chosen by the sweep on an H200 (tests/device/
@@ -165,7 +147,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const int mma = bn_ocl_mma_wanted(caps, w, T); /* tensor cores: bitlinear_mma.c */
     if (mma) kname = "bl_gemm_mma";
     else if (group) kname = "bl_group";
-    else if ((caps->is_nvidia && !want_portable()) || emulate)
+    else if ((caps->is_nvidia && !bn_ocl_env_on("BITNET_OCL_PORTABLE")) || emulate)
         kname = nvv >= 2 && nv_tt_run > 0 ? (nvv == 4 ? "bl_gemv_nv4" : nvv == 3 ? "bl_gemv_nv3" : "bl_gemv_nv2")
                 : nvv >= 1                      ? "bl_gemv_nv1"
                                                 : "bl_gemv_nv";

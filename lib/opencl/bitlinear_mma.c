@@ -27,32 +27,11 @@
 #define MMA_MIN_TOKENS 8
 #define MMA_MAX_NT 64
 
-static int env_set(const char *name)
-{
-    const char *e = getenv(name);
-    return e && *e && strcmp(e, "0") != 0;
-}
-
-long bn_ocl_opt_value(const char *opts, const char *name, long def, int *found)
-{
-    const size_t n = strlen(name);
-    for (const char *p = opts; (p = strstr(p, "-D")) != NULL; p += 2)
-        if (strncmp(p + 2, name, n) == 0 && p[2 + n] == '=') {
-            char *end;
-            const long v = strtol(p + 3 + n, &end, 10);
-            if (end != p + 3 + n && v >= 0) { /* the last one wins, as in the compiler */
-                def = v;
-                if (found) *found = 1;
-            }
-        }
-    return def;
-}
-
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens)
 {
     if (w->kind != BITNET_SCALE_TENSOR && w->kind != BITNET_SCALE_ROW) return 0;
-    if (!caps->is_nvidia && !env_set("BITNET_MMA_EMULATE")) return 0;
-    if (env_set("BITNET_OCL_PORTABLE")) return 0;
+    if (!caps->is_nvidia && !bn_ocl_env_on("BITNET_MMA_EMULATE")) return 0;
+    if (bn_ocl_env_on("BITNET_OCL_PORTABLE")) return 0;
     const char *e = getenv("BITNET_MMA_MIN_TOKENS");
     uint64_t min = MMA_MIN_TOKENS;
     if (e && *e) {
@@ -113,7 +92,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
                                    size_t xstride)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
-    const int emulate = !caps->is_nvidia || env_set("BITNET_MMA_EMULATE");
+    const int emulate = !caps->is_nvidia || bn_ocl_env_on("BITNET_MMA_EMULATE");
     const char *eopts = getenv("BITNET_MMA_OPTS");
     if (!eopts) eopts = "";
     mma_geom gm;

@@ -86,6 +86,8 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
 /* The value of the last "-DNAME=value" (value >= 0) in opts, else def;
  * *found (may be NULL) set to 1 when there is one. */
 long bn_ocl_opt_value(const char *opts, const char *name, long def, int *found);
+/* Whether the environment variable is set to something other than "" or "0". */
+int bn_ocl_env_on(const char *name);
 bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint64_t in, const float *w,
                                 uint64_t out, const float *bias, bitnet_act act, float *y);
 bitnet_status bn_ocl_binary(void *ctx, bitnet_binary_op op, const float *a, const bitnet_shape *sa,

@@ -274,6 +274,29 @@ double bn_ocl_last_kernel_ms(const bn_ocl *o) { return o->last_kernel_ms; }
 
 /* ---- launches --------------------------------------------------------------- */
 
+/* ---- tunables from the environment ------------------------------------------------ */
+
+int bn_ocl_env_on(const char *name)
+{
+    const char *e = getenv(name);
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+long bn_ocl_opt_value(const char *opts, const char *name, long def, int *found)
+{
+    const size_t n = strlen(name);
+    for (const char *p = opts; (p = strstr(p, "-D")) != NULL; p += 2)
+        if (strncmp(p + 2, name, n) == 0 && p[2 + n] == '=') {
+            char *end;
+            const long v = strtol(p + 3 + n, &end, 10);
+            if (end != p + 3 + n && v >= 0) { /* the last one wins, as in the compiler */
+                def = v;
+                if (found) *found = 1;
+            }
+        }
+    return def;
+}
+
 bitnet_status bn_ocl_args(bn_ocl *o, cl_kernel k, int n, ...)
 {
     (void)o;

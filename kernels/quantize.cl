@@ -545,3 +545,70 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
     t2[r * nw + i] = v;
 }
 #endif
+
+/* BitLinear's activations, prepared on the device (one work-group per
+ * token): row t of x quantized exactly as q_acts does into a row of xstride
+ * int8 codes (zero past cols), its scale s[t], the int32 sum of its codes
+ * sum[t], and flag[flag_off + t] = 1 when the row holds NaN or Inf, else 0
+ * (written either way, so the flags need no clearing). */
+__kernel void q_acts_pad(__global const float *x, bn_size cols, bn_size xstride, __global char *q,
+                         __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
+{
+    __local uint red[Q_WG];
+    __local int isum[Q_WG];
+    const uint lid = get_local_id(0);
+    const bn_size r = get_group_id(0);
+    __global const float *xr = x + r * cols;
+    uint mx = 0;
+    for (bn_size c = lid; c < cols; c += Q_WG) mx = max(mx, as_uint(xr[c]) & 0x7fffffffu);
+    red[lid] = mx;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
+        if (lid < t) red[lid] = max(red[lid], red[lid + t]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    mx = red[0];
+    const int bad = mx >= 0x7f800000u;
+    if (mx < 0x3727c5acu) mx = 0x3727c5acu; /* the bits of 1e-5f */
+    const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(mx)));
+    int acc = 0;
+    for (bn_size c = lid; c < xstride; c += Q_WG) {
+        int v = 0;
+        if (c < cols && !bad) v = (int)clamp(rint(xr[c] * sc), -128.0f, 127.0f);
+        q[r * xstride + c] = (char)v;
+        acc += v;
+    }
+    isum[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
+        if (lid < t) isum[lid] += isum[lid + t];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) {
+        s[r] = sc;
+        sum[r] = isum[0];
+        flag[flag_off + r] = bad ? 1u : 0u;
+    }
+}
+
+/* BitLinear's int8 activations given by the caller: row t copied into a row
+ * of xstride codes (zero past cols) with the int32 sum of its codes. */
+__kernel void q_pad_i8(__global const char *xq, bn_size cols, bn_size xstride, __global char *q, __global int *sum)
+{
+    __local int isum[Q_WG];
+    const uint lid = get_local_id(0);
+    const bn_size r = get_group_id(0);
+    int acc = 0;
+    for (bn_size c = lid; c < xstride; c += Q_WG) {
+        const int v = c < cols ? (int)xq[r * cols + c] : 0;
+        q[r * xstride + c] = (char)v;
+        acc += v;
+    }
+    isum[lid] = acc;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
+        if (lid < t) isum[lid] += isum[lid + t];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (lid == 0) sum[r] = isum[0];
+}

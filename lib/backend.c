@@ -56,13 +56,6 @@ static void *slot_fn(const bn_backend_ops *ops, size_t slot)
 
 /* ---- clock, logging, test hooks ---------------------------------------- */
 
-double bn_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 void bn_backend_log(bitnet_backend *be, bitnet_log_level level, const char *fmt, ...)
 {
     if (!be || !be->log) return;
@@ -193,10 +186,15 @@ bitnet_status bitnet_backend_create(bitnet_backend **out, const char *spec, int 
     be->mode = mode;
     be->ocl_index = index;
     pthread_mutex_init(&be->mu, NULL);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&be->op_mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     for (int i = 0; i < BN_N_OPS; i++) be->threshold[i] = bn_ops[i].default_threshold;
     if (mode == BN_MODE_AUTO) be->floor = bn_thresholds_floor();
     st = bn_cpu_create(&be->cpu, threads);
-    if (st == BITNET_OK && mode == BN_MODE_OPENCL) st = bn_ocl_create(&be->ocl, index, be);
+    if (st == BITNET_OK && mode == BN_MODE_OPENCL) st = bn_backend_ensure_ocl(be);
     if (st != BITNET_OK) {
         bitnet_backend_free(be);
         return st;
@@ -212,6 +210,7 @@ void bitnet_backend_free(bitnet_backend *be)
     if (be->ocl) bn_ocl_free(be->ocl);
     if (be->cpu) bn_cpu_ops.free(be->cpu);
     pthread_mutex_destroy(&be->mu);
+    pthread_mutex_destroy(&be->op_mu);
     free(be);
 }
 
@@ -225,7 +224,7 @@ static void default_init(void)
 {
     if (bitnet_backend_create(&default_be, "cpu", 0) != BITNET_OK) default_be = NULL;
 }
-static bitnet_backend *or_default(bitnet_backend *be)
+bitnet_backend *bn_backend_or_default(bitnet_backend *be)
 {
     if (be) return be;
     pthread_once(&default_once, default_init);
@@ -234,10 +233,20 @@ static bitnet_backend *or_default(bitnet_backend *be)
 
 /* ---- selection ------------------------------------------------------------ */
 
+static void stats_add_kernel(void *user, const char *op, double ms);
+static void stats_add_transfer(void *user, const char *op, int to_device, uint64_t bytes, double ms);
+
+static void host_log(void *user, bitnet_log_level level, const char *msg)
+{
+    bitnet_backend *be = user;
+    if (be->log) be->log(be->log_user, level, msg);
+}
+
 bitnet_status bn_backend_ensure_ocl(bitnet_backend *be)
 {
     if (be->ocl) return BITNET_OK;
-    bitnet_status st = bn_ocl_create(&be->ocl, be->ocl_index, be);
+    const bn_host host = {be, stats_add_kernel, stats_add_transfer, host_log};
+    bitnet_status st = bn_ocl_create(&be->ocl, be->ocl_index, &host);
     if (st == BITNET_OK) describe_update(be);
     return st;
 }
@@ -253,7 +262,7 @@ void bn_backend_set_device_key(bitnet_backend *be, const char *name, const char 
 
 /* auto: the first time an op could go to OpenCL, look the device up (no
  * context yet) and load its calibrated thresholds. */
-static void auto_probe(bitnet_backend *be)
+void bn_backend_auto_probe(bitnet_backend *be)
 {
     be->ocl_probed = 1;
     bn_ocl_caps caps;
@@ -286,23 +295,23 @@ static bn_target cpu_target(bitnet_backend *be)
     return t;
 }
 
-/* The op's transfers are booked under its name (bn_stats_add_transfer). */
+/* The op's transfers are booked under its name. */
 static bn_target ocl_target(bitnet_backend *be, const char *op, int can_fallback)
 {
-    snprintf(be->cur_op, sizeof be->cur_op, "%s", op ? op : "?");
+    bn_ocl_ops.op_begin(be->ocl, op ? op : "?");
     bn_target t = {&bn_ocl_ops, be->ocl, can_fallback};
     return t;
 }
 
 bn_target bn_backend_cpu_target(bitnet_backend *be)
 {
-    be = or_default(be);
+    be = bn_backend_or_default(be);
     return cpu_target(be);
 }
 
 bn_target bn_backend_select(bitnet_backend *be, size_t slot, const char *op, uint64_t bytes)
 {
-    be = or_default(be);
+    be = bn_backend_or_default(be);
     int idx = bn_op_index(slot);
     int has_ocl = slot_fn(&bn_ocl_ops, slot) != NULL;
     if (be->force == BN_FORCE_CPU || be->mode == BN_MODE_CPU) return cpu_target(be);
@@ -320,7 +329,7 @@ bn_target bn_backend_select(bitnet_backend *be, size_t slot, const char *op, uin
     /* below every known threshold: do not even look for a device (that
      * alone initialises the OpenCL driver, tens of milliseconds) */
     if (min == UINT64_MAX && bytes < be->floor) return cpu_target(be);
-    if (!be->ocl_probed) auto_probe(be);
+    if (!be->ocl_probed) bn_backend_auto_probe(be);
     if (be->ocl_disabled) return cpu_target(be);
     if (bytes < (min != UINT64_MAX ? min : be->threshold[idx])) return cpu_target(be);
     if (!be->ocl) {
@@ -335,7 +344,7 @@ bn_target bn_backend_select(bitnet_backend *be, size_t slot, const char *op, uin
 
 void bn_backend_fallback(bitnet_backend *be, const char *op, bitnet_status st)
 {
-    be = or_default(be);
+    be = bn_backend_or_default(be);
     be->ocl_disabled = 1;
     if (!be->warned) {
         be->warned = 1;
@@ -378,20 +387,20 @@ void bn_backend_record(bitnet_backend *be, const bn_target *t, const char *op, d
     pthread_mutex_unlock(&be->mu);
 }
 
-void bn_stats_add_kernel(bitnet_backend *be, const char *op, double ms)
+static void stats_add_kernel(void *user, const char *op, double ms)
 {
-    if (!be) return;
+    bitnet_backend *be = user;
     pthread_mutex_lock(&be->mu);
-    bn_stat_entry *e = stat_entry(be, op ? op : be->cur_op, "opencl");
+    bn_stat_entry *e = stat_entry(be, op ? op : "?", "opencl");
     if (e) e->s.kernel_ms += ms;
     pthread_mutex_unlock(&be->mu);
 }
 
-void bn_stats_add_transfer(bitnet_backend *be, int to_device, uint64_t bytes, double ms)
+static void stats_add_transfer(void *user, const char *op, int to_device, uint64_t bytes, double ms)
 {
-    if (!be) return;
+    bitnet_backend *be = user;
     pthread_mutex_lock(&be->mu);
-    bn_stat_entry *e = stat_entry(be, be->cur_op, "opencl");
+    bn_stat_entry *e = stat_entry(be, op ? op : "?", "opencl");
     if (e) {
         if (to_device) {
             e->s.h2d_ms += ms;
@@ -419,7 +428,13 @@ void bitnet_backend_pool_stats(const bitnet_backend *be, bitnet_pool_stats *out)
 {
     if (!out) return;
     memset(out, 0, sizeof *out);
-    if (be && be->ocl) bn_ocl_pool_stats(be->ocl, out);
+    if (!be) return;
+    if (be->ocl) bn_ocl_pool_stats(be->ocl, out);
+    bitnet_backend *m = (bitnet_backend *)be; /* the lock only */
+    pthread_mutex_lock(&m->mu);
+    out->buffer_bytes = be->buf_bytes;
+    out->buffer_peak_bytes = be->buf_peak;
+    pthread_mutex_unlock(&m->mu);
 }
 
 void bitnet_backend_stats_reset(bitnet_backend *be)
@@ -480,13 +495,13 @@ bitnet_status bitnet_backend_keep(bitnet_backend *be, const void *p, size_t byte
         return bn_fail(BITNET_E_INVALID, "bitnet_backend_keep: %s", !p ? "NULL pointer" : "0 bytes");
     if (!be || be->mode == BN_MODE_CPU || !bn_ocl_ops.keep) return BITNET_OK;
     if (be->mode == BN_MODE_AUTO) {
-        if (!be->ocl_probed) auto_probe(be);
+        if (!be->ocl_probed) bn_backend_auto_probe(be);
         if (be->ocl_disabled) return BITNET_OK;
     }
     const int had_ocl = be->ocl != NULL;
     bitnet_status st = bn_backend_ensure_ocl(be);
     if (st == BITNET_OK) {
-        snprintf(be->cur_op, sizeof be->cur_op, "keep"); /* the upload is booked under "keep" */
+        bn_ocl_ops.op_begin(be->ocl, "keep"); /* the upload is booked under "keep" */
         st = bn_ocl_ops.keep(be->ocl, p, bytes);
     }
     if (st == BITNET_OK || be->mode != BN_MODE_AUTO) return st;
@@ -518,6 +533,7 @@ bitnet_status bitnet_scale(bitnet_backend *be, const float *x, uint64_t n, float
         return bn_fail(BITNET_E_OVERFLOW, "scale: %llu elements is too many", (unsigned long long)n);
     if (n == 0) return BITNET_OK;
     bitnet_status st;
-    BN_DISPATCH(st, be, scale, "scale", bytes, x, n, alpha, y);
+    bn_operand opd[] = {BN_IN(x, n * 4), BN_OUT(y, n * 4)};
+    BN_DISPATCH(st, be, scale, "scale", bytes, opd, x, n, alpha, y);
     return st;
 }

@@ -16,8 +16,20 @@
 
 #include <stddef.h>
 
+/* What a backend may tell the layer above it, given at its creation: the
+ * leaves (lib/cpu/, lib/opencl/) never call up into lib/backend.c by name. */
+typedef struct {
+    void *user;
+    void (*kernel_time)(void *user, const char *op, double ms);            /* device time of one kernel */
+    void (*transfer)(void *user, const char *op, int to_device, uint64_t bytes, double ms);
+    void (*log)(void *user, bitnet_log_level level, const char *msg);
+} bn_host;
+
 typedef struct bn_backend_ops {
     const char *name; /* "cpu", "opencl" */
+    /* Names the op whose commands follow (optional): transfers and kernels
+     * are booked under it when their times are collected. */
+    void (*op_begin)(void *ctx, const char *op);
     /* Same arguments as the public calls, with the backend's context first.
      * Arguments arrive validated (sizes checked, pointers non-NULL as needed). */
     bitnet_status (*quantize_weights)(void *ctx, const float *w, uint64_t rows, uint64_t cols,
@@ -43,6 +55,18 @@ typedef struct bn_backend_ops {
      * copies p[0..bytes) to the device; forget drops that copy (if any). */
     bitnet_status (*keep)(void *ctx, const void *p, size_t bytes);
     void (*forget)(void *ctx, const void *p);
+    /* Device memory (optional; NULL on the CPU, whose buffers are host
+     * memory).  A handle names one allocation; ops meet it through the
+     * device address registered for it (lib/devmem.h).  write copies src
+     * before it returns (the copy up may still be in flight); read waits for
+     * every op enqueued before it; sync waits for all of them.  read and
+     * sync report an error that an op met after it was enqueued (NaN input
+     * to a quantizer, a failed kernel). */
+    bitnet_status (*buffer_alloc)(void *ctx, size_t bytes, void **handle);
+    void (*buffer_free)(void *ctx, void *handle);
+    bitnet_status (*buffer_write)(void *ctx, void *handle, size_t offset, const void *src, size_t bytes);
+    bitnet_status (*buffer_read)(void *ctx, void *handle, size_t offset, void *dst, size_t bytes);
+    bitnet_status (*sync)(void *ctx);
     void (*free)(void *ctx);
 } bn_backend_ops;
 
@@ -63,11 +87,7 @@ bn_target bn_backend_cpu_target(bitnet_backend *be);
 void bn_backend_fallback(bitnet_backend *be, const char *op, bitnet_status st);
 /* Adds one call's host-side wall time to the op statistics. */
 void bn_backend_record(bitnet_backend *be, const bn_target *t, const char *op, double ms, uint64_t bytes);
-/* Device-side accounting (OpenCL implementations call these). */
-void bn_stats_add_kernel(bitnet_backend *be, const char *op, double ms);
-void bn_stats_add_transfer(bitnet_backend *be, int to_device, uint64_t bytes, double ms);
 void bn_backend_log(bitnet_backend *be, bitnet_log_level level, const char *fmt, ...) BN_PRINTF(3, 4);
-double bn_now_ms(void); /* monotonic clock */
 /* Test hook: nonzero when $BITNET_TEST_PERTURB names `op`; fast paths then
  * corrupt one output element (the planted bug that verify/bench must catch). */
 int bn_test_perturb(const char *op);
@@ -79,18 +99,58 @@ static inline int bn_is_device_error(bitnet_status st)
     return st == BITNET_E_DEVICE || st == BITNET_E_BUILD || st == BITNET_E_DEVICE_MEMORY || st == BITNET_E_NO_DEVICE;
 }
 
-#define BN_DISPATCH(st, be, slot, opname, bytes, ...)                                       \
-    do {                                                                                   \
-        bn_target t_ = bn_backend_select((be), offsetof(bn_backend_ops, slot), (opname), (bytes)); \
-        double t0_ = bn_now_ms();                                                          \
-        (st) = t_.ops->slot(t_.ctx, __VA_ARGS__);                                          \
-        if (bn_is_device_error(st) && t_.can_fallback) {                                   \
-            bn_backend_fallback((be), (opname), (st));                                     \
-            t_ = bn_backend_cpu_target(be);                                                \
-            t0_ = bn_now_ms();                                                             \
-            (st) = t_.ops->slot(t_.ctx, __VA_ARGS__);                                      \
-        }                                                                                  \
-        bn_backend_record((be), &t_, (opname), bn_now_ms() - t0_, (bytes));               \
+/* One memory operand of an op: the address of the argument variable that
+ * holds its pointer (so that the dispatcher can point it elsewhere), its
+ * bytes, and whether the op writes it.  NULL pointers and 0 bytes are
+ * skipped. */
+typedef struct {
+    void *slot;
+    size_t bytes;
+    int out;
+} bn_operand;
+#define BN_IN(var, n) {(void *)&(var), (size_t)(n), 0}
+#define BN_OUT(var, n) {(void *)&(var), (size_t)(n), 1}
+#define BN_MAX_OPERANDS 12
+
+/* One op call in flight through the dispatcher (lib/dispatch.c). */
+typedef struct {
+    bitnet_backend *be;
+    bn_target t;
+    size_t slot;
+    const char *op;
+    uint64_t bytes;
+    bn_operand *opd;
+    size_t nopd;
+    int dev[BN_MAX_OPERANDS];    /* operand i is a device address of this backend */
+    void *saved[BN_MAX_OPERANDS]; /* staging: the caller's pointers */
+    void *tmp[BN_MAX_OPERANDS];   /* staging: host copies */
+    int staged, ndev;
+    double t0;
+} bn_call;
+
+/* Locks the backend, picks the target (an op with an operand on the device
+ * runs there when it can; else on the CPU, the device operands staged
+ * through host copies) and starts the clock.  On failure nothing is held. */
+bitnet_status bn_call_begin(bn_call *c, bitnet_backend *be, size_t slot, const char *op, uint64_t bytes,
+                            bn_operand *opd, size_t nopd);
+/* After a failed device attempt under auto: falls back to the CPU (staging
+ * the device operands) and returns 1 to run the op again; else 0. */
+int bn_call_retry(bn_call *c, bitnet_status *st);
+/* Copies staged outputs back, records the statistics, unlocks. */
+bitnet_status bn_call_end(bn_call *c, bitnet_status st);
+/* 1 when p is a device address (of any backend): its bytes are not host memory. */
+int bn_is_device_ptr(const void *p);
+
+#define BN_DISPATCH(st, be, slot, opname, bytes, opd, ...)                                            \
+    do {                                                                                             \
+        bn_call c_;                                                                                  \
+        (st) = bn_call_begin(&c_, (be), offsetof(bn_backend_ops, slot), (opname), (bytes), (opd),   \
+                             sizeof(opd) / sizeof((opd)[0]));                                        \
+        if ((st) == BITNET_OK) {                                                                     \
+            do (st) = c_.t.ops->slot(c_.t.ctx, __VA_ARGS__);                                         \
+            while (bn_call_retry(&c_, &(st)));                                                       \
+            (st) = bn_call_end(&c_, (st));                                                           \
+        }                                                                                            \
     } while (0)
 
 #endif

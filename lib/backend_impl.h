@@ -48,13 +48,18 @@ struct bitnet_backend {
     bitnet_log_fn log;
     void *log_user;
     char desc[512];
+    pthread_mutex_t op_mu;  /* recursive: one op (or buffer call) at a time */
     pthread_mutex_t mu;     /* statistics */
+    uint64_t buf_bytes, buf_peak; /* bytes of live bitnet_buffers, and their peak */
     bn_stat_entry stats[BN_MAX_STATS];
     size_t nstats;
-    char cur_op[32];        /* the op being dispatched (for transfer stats) */
     uint32_t info_logged;   /* bit per op: "runs on the CPU" said once */
 };
 
+/* The backend used when be is NULL: the CPU, all cores. */
+bitnet_backend *bn_backend_or_default(bitnet_backend *be);
+/* auto: looks the OpenCL device up once (no context) and loads its thresholds. */
+void bn_backend_auto_probe(bitnet_backend *be);
 /* Creates the OpenCL device of be if not done yet (auto: lazily). */
 bitnet_status bn_backend_ensure_ocl(bitnet_backend *be);
 /* Names the device (device_key) from its name, driver and platform versions. */

@@ -293,7 +293,13 @@ typedef enum { BITNET_LOG_WARN = 1, BITNET_LOG_INFO = 2, BITNET_LOG_DEBUG = 3 } 
 typedef void (*bitnet_log_fn)(void *user, bitnet_log_level level, const char *msg);
 
 /* spec: "cpu", "opencl", "opencl:N", "auto"; NULL or "" means $BITNET_DEVICE,
- * else "cpu".  threads: CPU threads, 0 = all cores. */
+ * else "cpu".  threads: CPU threads, 0 = all cores.
+ * Threads: every call that takes a backend may be made from any thread.
+ * Calls on one backend run one at a time (an internal lock; on OpenCL an op
+ * holds it only while it is enqueued); calls on different backends run in
+ * parallel.  For parallel work create one backend per thread.  The library's
+ * other calls (readers, writers, _ref functions) share nothing between
+ * objects: one object per thread. */
 bitnet_status bitnet_backend_create(bitnet_backend **be, const char *spec, int threads);
 void bitnet_backend_free(bitnet_backend *be);
 void bitnet_backend_set_log(bitnet_backend *be, bitnet_log_fn fn, void *user);
@@ -312,9 +318,16 @@ typedef struct {
     uint64_t bytes_moved;   /* bytes the op must read + write */
 } bitnet_op_stats;
 
+/* Device memory (zero on the CPU backend): the buffer pool serves every
+ * device allocation (bitnet_buffer memory and the scratch of ops); kept
+ * weights are exact allocations beside it. */
 typedef struct {
     uint64_t allocs, hits, misses, releases;
-    uint64_t bytes_in_use, peak_bytes;
+    uint64_t bytes_in_use, peak_bytes;  /* pool memory handed out, and its peak */
+    uint64_t idle_bytes;                /* pool memory held for reuse */
+    uint64_t kept_bytes;                /* bitnet_backend_keep */
+    uint64_t device_peak_bytes;         /* peak of everything allocated on the device at once */
+    uint64_t buffer_bytes, buffer_peak_bytes; /* bytes asked for by live bitnet_buffers, and their peak */
 } bitnet_pool_stats;
 
 size_t bitnet_backend_op_stats(const bitnet_backend *be, bitnet_op_stats *out, size_t max);
@@ -365,6 +378,61 @@ bitnet_status bitnet_backend_keep(bitnet_backend *be, const void *p, size_t byte
 void bitnet_backend_forget(bitnet_backend *be, const void *p);
 /* Bytes kept on the device now (0 on the CPU backend). */
 uint64_t bitnet_backend_kept_bytes(const bitnet_backend *be);
+
+/* ==== device-resident tensors ============================================= */
+
+/* A buffer is memory on the device a backend computes on.  Its address,
+ * bitnet_buffer_data(), is what every op of that backend takes wherever it
+ * takes a pointer: inputs, outputs, weights, scales, bias (and, as with host
+ * memory, data + k for an element offset inside it).  So a chain of ops runs
+ * with every intermediate on the device:
+ *
+ *     bitnet_buffer *x, *h;
+ *     bitnet_buffer_upload(be, host_x, bytes_x, &x);      -- once
+ *     bitnet_buffer_create(be, bytes_h, &h);
+ *     bitnet_rmsnorm(be, bitnet_buffer_data(x), ..., bitnet_buffer_data(h));
+ *     bitnet_bitlinear(be, &w, &(bitnet_bitlinear_io){.x = bitnet_buffer_data(h), ...});
+ *     ...
+ *     bitnet_buffer_read(y, 0, host_y, bytes_y);            -- waits here only
+ *
+ * On OpenCL an op whose outputs are all on the device returns once it is
+ * enqueued; ops run in the order they were called, and the host waits only in
+ * bitnet_buffer_read and bitnet_backend_sync (which also report an error an
+ * op met after it was enqueued, such as NaN input to a quantizer: those ops
+ * have no host to tell at the time).  Host and device pointers mix freely in
+ * one call: host inputs go up through pinned staging memory, host outputs come
+ * down before the call returns, exactly as in the host-pointer calls.
+ * On the CPU backend (and under auto when no OpenCL device is found) a
+ * buffer is ordinary host memory, 64-byte aligned: the address may be used
+ * directly and ops work on it in place, with no copies.  On OpenCL the
+ * address is not host memory (touching it faults): use read and write.
+ * Passing a device address to another backend is refused.
+ *
+ * Lifetime: free every buffer before its backend.  Freeing a buffer that an
+ * enqueued op still uses is safe (the device keeps the memory until the op is
+ * done).  Thread safety: see bitnet_backend_create. */
+typedef struct bitnet_buffer bitnet_buffer;
+
+/* bytes > 0; the contents are undefined until written.  Errors:
+ * BITNET_E_DEVICE_MEMORY (under auto: falls back to host memory, with the
+ * one warning, and the backend runs on the CPU from then on). */
+bitnet_status bitnet_buffer_create(bitnet_backend *be, size_t bytes, bitnet_buffer **buf);
+/* create + write of src[0..bytes). */
+bitnet_status bitnet_buffer_upload(bitnet_backend *be, const void *src, size_t bytes, bitnet_buffer **buf);
+void *bitnet_buffer_data(const bitnet_buffer *buf);
+size_t bitnet_buffer_size(const bitnet_buffer *buf);
+/* 1 when the buffer is host memory (CPU), 0 when it is on a device. */
+int bitnet_buffer_on_host(const bitnet_buffer *buf);
+/* Copies src into the buffer at offset.  src may be reused as soon as this
+ * returns; the copy is ordered before every op called after it. */
+bitnet_status bitnet_buffer_write(bitnet_buffer *buf, size_t offset, const void *src, size_t bytes);
+/* Waits for the ops called before it, then copies bytes at offset into dst. */
+bitnet_status bitnet_buffer_read(const bitnet_buffer *buf, size_t offset, void *dst, size_t bytes);
+/* NULL is a no-op. */
+void bitnet_buffer_free(bitnet_buffer *buf);
+/* Waits until every op called on be so far is done; returns the first error
+ * one of them met after it was enqueued (BITNET_OK on the CPU). */
+bitnet_status bitnet_backend_sync(bitnet_backend *be);
 
 /* ==== quantization (BitNet b1.58) ======================================== */
 

@@ -9,6 +9,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__GNUC__)
 #define BN_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -43,6 +44,14 @@ static inline void bn_st32(uint8_t *p, uint32_t v) {
 static inline void bn_st64(uint8_t *p, uint64_t v) { bn_st32(p, (uint32_t)v); bn_st32(p + 4, (uint32_t)(v >> 32)); }
 
 static inline int bn_host_is_le(void) { const uint16_t one = 1; uint8_t b; memcpy(&b, &one, 1); return b == 1; }
+
+/* A monotonic clock in milliseconds. */
+static inline double bn_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
 
 /* The scalar definition of each activation (lib/act.c); BITNET_ACT_NONE is identity. */
 float bn_act_ref(bitnet_act a, float v);

@@ -54,7 +54,7 @@ bitnet_status bn_bitlinear_check(const bitnet_ternary_matrix *w, const bitnet_bi
         bn_mul_u64(io->tokens, bitnet_t2_row_bytes(w->in), &n) || n > SIZE_MAX / 2)
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: sizes overflow (out %llu, in %llu, tokens %llu)",
                        (unsigned long long)w->out, (unsigned long long)w->in, (unsigned long long)io->tokens);
-    if (io->xs)
+    if (io->xs && !bn_is_device_ptr(io->xs))
         for (uint64_t t = 0; t < io->tokens; t++)
             if (!(io->xs[t] > 0.0f) || !isfinite(io->xs[t]))
                 return bn_fail(BITNET_E_NUMERIC, "bitlinear: activation scale s[%llu] = %g is not finite and positive",
@@ -75,7 +75,14 @@ bitnet_status bitnet_bitlinear(bitnet_backend *be, const bitnet_ternary_matrix *
     if (!be) return bn_fail(BITNET_E_INVALID, "bitlinear: NULL backend");
     bitnet_status st = bn_bitlinear_check(w, io);
     if (st) return st;
-    BN_DISPATCH(st, be, bitlinear, "bitlinear", bn_bitlinear_bytes(w, io), w, io);
+    bitnet_ternary_matrix wc = *w;
+    bitnet_bitlinear_io ioc = *io;
+    const uint64_t T = io->tokens;
+    bn_operand opd[] = {BN_IN(wc.t2, w->out * bitnet_t2_row_bytes(w->in)), BN_IN(wc.d, bn_bitlinear_n_scales(w) * 4),
+                        BN_IN(ioc.x, T * w->in * 4),  BN_IN(ioc.xq, T * w->in), BN_IN(ioc.xs, T * 4),
+                        BN_IN(ioc.bias, w->out * 4), BN_OUT(ioc.y, T * w->out * 4), BN_OUT(ioc.yq, T * w->out),
+                        BN_OUT(ioc.ys, T * 4)};
+    BN_DISPATCH(st, be, bitlinear, "bitlinear", bn_bitlinear_bytes(w, io), opd, &wc, &ioc);
     return st;
 }
 
@@ -102,6 +109,7 @@ bitnet_status bitnet_matmul_f32(bitnet_backend *be, const float *x, uint64_t tok
     bitnet_status st = bn_matmul_check(x, tokens, in, w, out, y, act);
     if (st) return st;
     const uint64_t bytes = 4 * (tokens * in + out * in + tokens * out + (bias ? out : 0));
-    BN_DISPATCH(st, be, matmul_f32, "matmul_f32", bytes, x, tokens, in, w, out, bias, act, y);
+    bn_operand opd[] = {BN_IN(x, tokens * in * 4), BN_IN(w, out * in * 4), BN_IN(bias, out * 4), BN_OUT(y, tokens * out * 4)};
+    BN_DISPATCH(st, be, matmul_f32, "matmul_f32", bytes, opd, x, tokens, in, w, out, bias, act, y);
     return st;
 }

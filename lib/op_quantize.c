@@ -32,7 +32,8 @@ bitnet_status bitnet_quantize_weights(bitnet_backend *be, const float *w, uint64
     uint64_t nsc, bytes;
     bitnet_status st = common_check("quantize_weights", be, w, out_t2, d, rows, cols, kind, group, 4, 0, 1, &nsc, &bytes);
     if (st) return st;
-    BN_DISPATCH(st, be, quantize_weights, "quantize_weights", bytes, w, rows, cols, kind, group, out_t2, d);
+    bn_operand opd[] = {BN_IN(w, rows * cols * 4), BN_OUT(out_t2, rows * bitnet_t2_row_bytes(cols)), BN_OUT(d, nsc * 4)};
+    BN_DISPATCH(st, be, quantize_weights, "quantize_weights", bytes, opd, w, rows, cols, kind, group, out_t2, d);
     return st;
 }
 
@@ -43,7 +44,8 @@ bitnet_status bitnet_quantize_acts(bitnet_backend *be, const float *x, uint64_t 
     bitnet_status st =
         common_check("quantize_acts", be, x, q, s, rows, cols, BITNET_SCALE_ROW, 0, 4, 1, 0, &nsc, &bytes);
     if (st) return st;
-    BN_DISPATCH(st, be, quantize_acts, "quantize_acts", bytes, x, rows, cols, q, s);
+    bn_operand opd[] = {BN_IN(x, rows * cols * 4), BN_OUT(q, rows * cols), BN_OUT(s, rows * 4)};
+    BN_DISPATCH(st, be, quantize_acts, "quantize_acts", bytes, opd, x, rows, cols, q, s);
     return st;
 }
 
@@ -53,8 +55,9 @@ bitnet_status bitnet_dequantize_weights(bitnet_backend *be, const uint8_t *t2, u
     uint64_t nsc, bytes;
     bitnet_status st = common_check("dequantize_weights", be, t2, w, d, rows, cols, kind, group, 0, 4, 1, &nsc, &bytes);
     if (st) return st;
-    if ((st = bn_dequant_check_scales("dequantize_weights", d, nsc, 0))) return st;
-    BN_DISPATCH(st, be, dequantize_weights, "dequantize_weights", bytes, t2, rows, cols, kind, group, d, w);
+    if (!bn_is_device_ptr(d) && (st = bn_dequant_check_scales("dequantize_weights", d, nsc, 0))) return st;
+    bn_operand opd[] = {BN_IN(t2, rows * bitnet_t2_row_bytes(cols)), BN_IN(d, nsc * 4), BN_OUT(w, rows * cols * 4)};
+    BN_DISPATCH(st, be, dequantize_weights, "dequantize_weights", bytes, opd, t2, rows, cols, kind, group, d, w);
     return st;
 }
 
@@ -65,7 +68,8 @@ bitnet_status bitnet_dequantize_acts(bitnet_backend *be, const int8_t *q, uint64
     bitnet_status st =
         common_check("dequantize_acts", be, q, x, s, rows, cols, BITNET_SCALE_ROW, 0, 1, 4, 0, &nsc, &bytes);
     if (st) return st;
-    if ((st = bn_dequant_check_scales("dequantize_acts", s, rows, 1))) return st;
-    BN_DISPATCH(st, be, dequantize_acts, "dequantize_acts", bytes, q, rows, cols, s, x);
+    if (!bn_is_device_ptr(s) && (st = bn_dequant_check_scales("dequantize_acts", s, rows, 1))) return st;
+    bn_operand opd[] = {BN_IN(q, rows * cols), BN_IN(s, rows * 4), BN_OUT(x, rows * cols * 4)};
+    BN_DISPATCH(st, be, dequantize_acts, "dequantize_acts", bytes, opd, q, rows, cols, s, x);
     return st;
 }

@@ -200,7 +200,12 @@ bitnet_status bitnet_binary(bitnet_backend *be, bitnet_binary_op op, const float
     bitnet_status st;
     if (!be) return bn_fail(BITNET_E_INVALID, "binary: NULL backend");
     if ((st = binary_check(op, a, sa, b, sb, y, &sy, &bytes))) return st;
-    BN_DISPATCH(st, be, binary, "binary", bytes, op, a, sa, b, sb, y, &sy);
+    uint64_t na = 0, nb = 0, ny = 0;
+    bn_shape_numel(sa, &na);
+    bn_shape_numel(sb, &nb);
+    bn_shape_numel(&sy, &ny);
+    bn_operand opd[] = {BN_IN(a, na * 4), BN_IN(b, nb * 4), BN_OUT(y, ny * 4)};
+    BN_DISPATCH(st, be, binary, "binary", bytes, opd, op, a, sa, b, sb, y, &sy);
     return st;
 }
 
@@ -231,7 +236,8 @@ bitnet_status bitnet_unary(bitnet_backend *be, bitnet_unary_op op, const float *
     bitnet_status st;
     if (!be) return bn_fail(BITNET_E_INVALID, "unary: NULL backend");
     if ((st = unary_check(op, x, n, y))) return st;
-    BN_DISPATCH(st, be, unary, "unary", 2 * n * sizeof(float), op, x, n, param, y);
+    bn_operand opd[] = {BN_IN(x, n * 4), BN_OUT(y, n * 4)};
+    BN_DISPATCH(st, be, unary, "unary", 2 * n * sizeof(float), opd, op, x, n, param, y);
     return st;
 }
 
@@ -275,7 +281,8 @@ bitnet_status bitnet_softmax(bitnet_backend *be, const float *x, const bitnet_sh
     if (!be) return bn_fail(BITNET_E_INVALID, "softmax: NULL backend");
     if ((st = softmax_check(x, s, axis, y, &n, &outer, &len, &inner))) return st;
     if (n == 0) return BITNET_OK;
-    BN_DISPATCH(st, be, softmax, log ? "log_softmax" : "softmax", 2 * n * sizeof(float), x, outer, len, inner,
+    bn_operand opd[] = {BN_IN(x, n * 4), BN_OUT(y, n * 4)};
+    BN_DISPATCH(st, be, softmax, log ? "log_softmax" : "softmax", 2 * n * sizeof(float), opd, x, outer, len, inner,
                 log != 0, y);
     return st;
 }
@@ -326,7 +333,11 @@ bitnet_status bitnet_reduce(bitnet_backend *be, bitnet_reduce_op op, const float
     bitnet_status st;
     if (!be) return bn_fail(BITNET_E_INVALID, "reduce: NULL backend");
     if ((st = reduce_check(op, x, s, axes_mask, y, ys, &bytes))) return st;
-    BN_DISPATCH(st, be, reduce, "reduce", bytes, op, x, s, axes_mask, y, (int64_t *)NULL);
+    uint64_t nx = 0, ny = 0;
+    bn_shape_numel(s, &nx);
+    bn_shape_numel(ys, &ny);
+    bn_operand opd[] = {BN_IN(x, nx * 4), BN_OUT(y, ny * 4)};
+    BN_DISPATCH(st, be, reduce, "reduce", bytes, opd, op, x, s, axes_mask, y, (int64_t *)NULL);
     return st;
 }
 
@@ -349,7 +360,11 @@ bitnet_status bitnet_reduce_argmax(bitnet_backend *be, const float *x, const bit
     if (!be) return bn_fail(BITNET_E_INVALID, "argmax: NULL backend");
     if ((st = shape_check(s, "argmax")) || (st = axis_norm(s, axis, "argmax", &ax))) return st;
     if ((st = reduce_check(BITNET_RED_ARGMAX, x, s, 1u << ax, y, ys, &bytes))) return st;
-    BN_DISPATCH(st, be, reduce, "reduce", bytes, BITNET_RED_ARGMAX, x, s, 1u << ax, (float *)NULL, y);
+    uint64_t nx = 0, ny = 0;
+    bn_shape_numel(s, &nx);
+    bn_shape_numel(ys, &ny);
+    bn_operand opd[] = {BN_IN(x, nx * 4), BN_OUT(y, ny * 8)};
+    BN_DISPATCH(st, be, reduce, "reduce", bytes, opd, BITNET_RED_ARGMAX, x, s, 1u << ax, (float *)NULL, y);
     return st;
 }
 
@@ -386,7 +401,9 @@ bitnet_status bitnet_layernorm(bitnet_backend *be, const float *x, uint64_t rows
     if (!be) return bn_fail(BITNET_E_INVALID, "layernorm: NULL backend");
     if ((st = norm_check("layernorm", x, rows, cols, eps, y, &bytes))) return st;
     if (rows == 0 || cols == 0) return BITNET_OK;
-    BN_DISPATCH(st, be, layernorm, "layernorm", bytes, x, rows, cols, weight, bias, eps, 0, y);
+    bn_operand opd[] = {BN_IN(x, rows * cols * 4), BN_IN(weight, cols * 4), BN_IN(bias, cols * 4),
+                        BN_OUT(y, rows * cols * 4)};
+    BN_DISPATCH(st, be, layernorm, "layernorm", bytes, opd, x, rows, cols, weight, bias, eps, 0, y);
     return st;
 }
 
@@ -408,7 +425,8 @@ bitnet_status bitnet_rmsnorm(bitnet_backend *be, const float *x, uint64_t rows, 
     if (!be) return bn_fail(BITNET_E_INVALID, "rmsnorm: NULL backend");
     if ((st = norm_check("rmsnorm", x, rows, cols, eps, y, &bytes))) return st;
     if (rows == 0 || cols == 0) return BITNET_OK;
-    BN_DISPATCH(st, be, layernorm, "rmsnorm", bytes, x, rows, cols, weight, (const float *)NULL, eps, 1, y);
+    bn_operand opd[] = {BN_IN(x, rows * cols * 4), BN_IN(weight, cols * 4), BN_OUT(y, rows * cols * 4)};
+    BN_DISPATCH(st, be, layernorm, "rmsnorm", bytes, opd, x, rows, cols, weight, (const float *)NULL, eps, 1, y);
     return st;
 }
 
@@ -449,7 +467,8 @@ bitnet_status bitnet_permute(bitnet_backend *be, const float *x, const bitnet_sh
     if (!be) return bn_fail(BITNET_E_INVALID, "permute: NULL backend");
     if ((st = permute_check(x, s, perm, y, &n))) return st;
     if (n == 0) return BITNET_OK;
-    BN_DISPATCH(st, be, permute, "permute", 2 * n * sizeof(float), x, s, perm, y);
+    bn_operand opd[] = {BN_IN(x, n * 4), BN_OUT(y, n * 4)};
+    BN_DISPATCH(st, be, permute, "permute", 2 * n * sizeof(float), opd, x, s, perm, y);
     return st;
 }
 

@@ -22,12 +22,7 @@ bitnet_status bn_ocl_scale(void *ctx, const float *x, uint64_t n, float alpha, f
     cl_kernel k;
     bitnet_status st = bn_ocl_kernel(o, "scale", "scale", "-DSCALE_PER_ITEM=4", &k);
     if (st != BITNET_OK) return st;
-    size_t piece = piece_elems(o), first = 0;
-    if (bn_u64_to_size(n, &first)) return bn_fail(BITNET_E_OVERFLOW, "scale: n does not fit size_t");
-    if (first > piece) first = piece;
-    cl_mem bx = NULL, by = NULL;
-    st = bn_ocl_alloc(o, first * sizeof(float), &bx);
-    if (st == BITNET_OK) st = bn_ocl_alloc(o, first * sizeof(float), &by);
+    const size_t piece = piece_elems(o);
     cl_long perturb_at = bn_test_perturb("scale") ? (cl_long)(n / 2) : -1;
     size_t wg = bn_ocl_kernel_wg(o, k);
     if (wg > 256) wg = 256;
@@ -37,15 +32,15 @@ bitnet_status bn_ocl_scale(void *ctx, const float *x, uint64_t n, float alpha, f
         cl_long pa = perturb_at >= (cl_long)at && perturb_at < (cl_long)(at + m) ? perturb_at - (cl_long)at : -1;
         size_t items = (m + SCALE_PER_ITEM - 1) / SCALE_PER_ITEM;
         size_t global = (items + wg - 1) / wg * wg;
-        st = bn_ocl_upload(o, bx, 0, x + at, m * sizeof(float));
-        if (st == BITNET_OK)
-            st = bn_ocl_args(o, k, 5, sizeof bx, &bx, sizeof by, &by, sizeof alpha, &alpha, sizeof cm, &cm,
-                             sizeof pa, &pa);
-        if (st == BITNET_OK) st = bn_ocl_run(o, k, 1, &global, &wg, "scale");
-        if (st == BITNET_OK) st = bn_ocl_download(o, by, 0, y + at, m * sizeof(float));
+        bn_ocl_arg ax = {0}, ay = {0};
+        if ((st = bn_ocl_in(o, x + at, m * sizeof(float), &ax)) == BITNET_OK &&
+            (st = bn_ocl_out(o, y + at, m * sizeof(float), &ay)) == BITNET_OK &&
+            (st = bn_ocl_args(o, k, 5, sizeof ax.m, &ax.m, sizeof ay.m, &ay.m, sizeof alpha, &alpha, sizeof cm, &cm,
+                              sizeof pa, &pa)) == BITNET_OK)
+            st = bn_ocl_run(o, k, 1, &global, &wg, "scale");
+        st = bn_ocl_done(o, &ay, st);
+        st = bn_ocl_done(o, &ax, st);
     }
-    bn_ocl_release(o, bx);
-    bn_ocl_release(o, by);
     return st;
 }
 
@@ -53,6 +48,7 @@ static void ocl_free(void *ctx) { bn_ocl_free(ctx); }
 
 const bn_backend_ops bn_ocl_ops = {
     .name = "opencl",
+    .op_begin = bn_ocl_op_begin,
     .scale = bn_ocl_scale,
     .free = ocl_free,
     .bitlinear = bn_ocl_bitlinear,
@@ -65,5 +61,7 @@ const bn_backend_ops bn_ocl_ops = {
     .layernorm = bn_ocl_layernorm,
     .permute = bn_ocl_permute,
     .keep = bn_ocl_keep, .forget = bn_ocl_forget,
+    .buffer_alloc = bn_ocl_buffer_alloc, .buffer_free = bn_ocl_buffer_free, .buffer_write = bn_ocl_buffer_write,
+    .buffer_read = bn_ocl_buffer_read, .sync = bn_ocl_sync,
     /* more ops above */
 };

@@ -63,14 +63,6 @@
 #define GEMV_LX 64
 #define TS 16
 
-static bn_quant_row_fn host_quant(void)
-{
-#if defined(__x86_64__)
-    if (bn_cpu_simd() >= BN_SIMD_AVX2) return bn_quant_row_avx2;
-#endif
-    return bn_quant_row_scalar;
-}
-
 /* The value of the last "-DNAME=value" in opts when positive, else def. */
 static long opt_value(const char *opts, const char *name, long def)
 {
@@ -86,34 +78,18 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const size_t rb = bitnet_t2_row_bytes(in), nblocks = rb / 32;
     const size_t xstride = nblocks * 128;
     const int group = w->kind == BITNET_SCALE_GROUP;
-    const bn_quant_row_fn quant = host_quant();
     bitnet_status st = BITNET_OK;
-    int8_t *xq = NULL;
-    float *xs = NULL, *yhost = NULL;
+    /* operands: weights, scales, bias; activations (float or int8 + s); output
+     * (float, or int8 + s re-quantized from a float scratch) */
+    bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0};
+    /* scratch: padded codes, their scales and sums, per-token flags */
+    bn_ocl_arg sq = {0}, ss = {0}, ssum = {0}, sflag = {0};
     cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL, bsum = NULL;
-    int wkept = 0, dkept = 0, bkept = 0; /* bw, bd, bb: device copies kept by bitnet_backend_keep */
-    int32_t *xsum = NULL;
+    uint32_t *flags = NULL;
 
     /* sizes were checked by bn_bitlinear_check (each fits size_t) */
     const size_t wbytes = (size_t)out * rb, xbytes = (size_t)T * xstride, ybytes = (size_t)(T * out) * sizeof(float);
-    const size_t nd = (size_t)bn_bitlinear_n_scales(w);
-    xq = malloc(xbytes);
-    xs = malloc((size_t)T * sizeof(float));
-    yhost = io->y ? io->y : malloc(ybytes);
-    if (!xq || !xs || !yhost) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
-    for (uint64_t t = 0; t < T; t++) {
-        int8_t *row = xq + t * xstride;
-        if (io->x) {
-            if (quant(io->x + t * in, in, xstride, row, &xs[t])) {
-                st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf");
-                goto out;
-            }
-        } else {
-            memcpy(row, io->xq + t * in, (size_t)in);
-            memset(row + in, 0, xstride - (size_t)in);
-            xs[t] = io->xs[t];
-        }
-    }
+    const size_t nd = (size_t)bn_bitlinear_n_scales(w), tb = (size_t)T * sizeof(float);
 
     const char *kname;
     /* On an H200 (kernel time, 4096 x 14336) the dp4a kernel does 1 token
@@ -169,30 +145,57 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     cl_kernel k = NULL;
     if (!mma && (st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
 
-    if ((st = bn_ocl_weight(o, w->t2, wbytes, &bw, &wkept)) || (st = bn_ocl_alloc(o, xbytes, &bx)) ||
-        (st = bn_ocl_alloc(o, (size_t)T * sizeof(float), &bs)) || (st = bn_ocl_weight(o, w->d, nd * sizeof(float), &bd, &dkept)) ||
-        (st = io->bias ? bn_ocl_weight(o, io->bias, (size_t)out * sizeof(float), &bb, &bkept)
-                       : bn_ocl_alloc(o, sizeof(float), &bb)) ||
-        (st = bn_ocl_alloc(o, ybytes, &by)))
+    if ((st = bn_ocl_in(o, w->t2, wbytes, &aw)) || (st = bn_ocl_in(o, w->d, nd * sizeof(float), &ad)) ||
+        (st = bn_ocl_in(o, io->bias, io->bias ? (size_t)out * sizeof(float) : 0, &ab)))
         goto out;
-    /* the activations go up without a round trip each (xq, xs, xsum live until
-     * the download, which waits for the queue; an error drains it below) */
-    if ((st = bn_ocl_upload_async(o, bx, 0, xq, xbytes)) ||
-        (st = bn_ocl_upload_async(o, bs, 0, xs, (size_t)T * sizeof(float))))
+    /* the activations: quantized (float in) or padded (int8 in) on the device,
+     * with the per-token code sums (int32 like every sum of the op) */
+    if ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum)))
         goto out;
-    const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
-    if (nv3 || mma) { /* per-token sums of the activations (int32 like every sum of the op) */
-        xsum = malloc((size_t)T * sizeof *xsum);
-        if (!xsum) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
-        for (uint64_t t = 0; t < T; t++) {
-            int32_t sum = 0;
-            for (size_t i = 0; i < xstride; i++) sum += xq[t * xstride + i];
-            xsum[t] = sum;
-        }
-        if ((st = bn_ocl_alloc(o, (size_t)T * sizeof *xsum, &bsum)) ||
-            (st = bn_ocl_upload_async(o, bsum, 0, xsum, (size_t)T * sizeof *xsum)))
+    const size_t qwg = 64; /* Q_WG of the quantize family */
+    const size_t qglobal = (size_t)T * qwg;
+    const cl_ulong c_cols = in, c_xs = xstride;
+    /* the float output: the caller's (host or device), or a scratch to
+     * re-quantize; a host output from float input carries the per-token
+     * NaN flags behind it, so that one download brings both */
+    const int flags_behind = io->x && io->y && !bn_is_device_ptr(io->y);
+    if ((st = flags_behind ? bn_ocl_scratch(o, ybytes + tb, &ay)
+              : io->y      ? bn_ocl_out(o, io->y, ybytes, &ay)
+                           : bn_ocl_scratch(o, ybytes, &ay)))
+        goto out;
+    if (io->x) {
+        cl_kernel kq;
+        if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) || (st = bn_ocl_scratch(o, tb, &ss)) ||
+            (!flags_behind && (st = bn_ocl_scratch(o, tb, &sflag))) ||
+            (st = bn_ocl_kernel(o, "quantize", "q_acts_pad", "-DQ_WG=64", &kq)))
             goto out;
+        const cl_ulong c_foff = flags_behind ? ybytes / 4 : 0;
+        cl_mem fm = flags_behind ? ay.m : sflag.m;
+        if ((st = bn_ocl_args(o, kq, 8, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof sq.m,
+                              &sq.m, sizeof ss.m, &ss.m, sizeof ssum.m, &ssum.m, sizeof fm, &fm, sizeof c_foff,
+                              &c_foff)) ||
+            (st = bn_ocl_run(o, kq, 1, &qglobal, &qwg, "bitlinear")))
+            goto out;
+        bs = ss.m;
+    } else {
+        cl_kernel kp;
+        if ((st = bn_ocl_in(o, io->xq, (size_t)(T * in), &ax)) || (st = bn_ocl_in(o, io->xs, tb, &axs)) ||
+            (st = bn_ocl_kernel(o, "quantize", "q_pad_i8", "-DQ_WG=64", &kp)))
+            goto out;
+        if ((st = bn_ocl_args(o, kp, 5, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof sq.m,
+                              &sq.m, sizeof ssum.m, &ssum.m)) ||
+            (st = bn_ocl_run(o, kp, 1, &qglobal, &qwg, "bitlinear")))
+            goto out;
+        bs = axs.m;
     }
+    bw = aw.m;
+    bd = ad.m;
+    bb = ab.m;
+    bx = sq.m;
+    bsum = ssum.m;
+    by = ay.m;
+    const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
+    (void)nv3;
 
     const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
     const cl_ulong c_out = out, c_tok = T, c_in = in, c_xstride = xstride, c_nhalf = 2 * nblocks, c_nblocks = nblocks;
@@ -251,27 +254,67 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride)
                   : bn_ocl_run(o, k, dims, global, local, "bitlinear")))
         goto out;
-    if ((st = bn_ocl_download(o, by, 0, yhost, ybytes))) goto out;
-    if (io->yq) {
-        for (uint64_t t = 0; t < T; t++)
-            if (quant(yhost + t * out, out, out, io->yq + t * out, &io->ys[t])) {
+    if (io->yq) { /* re-quantized on the device (q_acts, the bits of the CPU's) */
+        cl_kernel kr;
+        bn_ocl_arg rflag = {0};
+        const size_t rglobal = (size_t)T * qwg;
+        if ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
+            (st = bn_ocl_scratch(o, 4, &rflag)) || (st = bn_ocl_kernel(o, "quantize", "q_acts", "-DQ_WG=64", &kr)))
+            goto out_r;
+        const cl_uint zero = 0;
+        if ((st = bn_ocl_upload(o, rflag.m, 0, &zero, sizeof zero)) ||
+            (st = bn_ocl_args(o, kr, 5, sizeof by, &by, sizeof c_out, &c_out, sizeof ayq.m, &ayq.m, sizeof ays.m,
+                              &ays.m, sizeof rflag.m, &rflag.m)) ||
+            (st = bn_ocl_run(o, kr, 1, &rglobal, &qwg, "bitlinear")))
+            goto out_r;
+        if (bn_ocl_resident(&ayq) && bn_ocl_resident(&ays)) {
+            if ((st = bn_ocl_defer_check(o, rflag.m, "bitlinear: output holds NaN or Inf")) == BITNET_OK)
+                memset(&rflag, 0, sizeof rflag); /* the check owns it */
+        } else {
+            cl_uint f = 0;
+            if (!(st = bn_ocl_download(o, rflag.m, 0, &f, sizeof f)) && f)
                 st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf");
-                goto out;
-            }
-        if (bn_test_perturb("bitlinear")) io->yq[0] = (int8_t)(io->yq[0] == 127 ? 126 : io->yq[0] + 1);
+        }
+    out_r:
+        st = bn_ocl_done(o, &rflag, st);
+        if (st) goto out;
     }
+    /* the input's NaN flags: with a host output read now, else at the next wait */
+    if (io->x) {
+        const int host_out = io->yq ? !bn_ocl_resident(&ayq) : flags_behind;
+        if (!host_out) {
+            st = bn_ocl_defer_check_n(o, sflag.m, (size_t)T, "bitlinear: input holds NaN or Inf");
+            if (!st) memset(&sflag, 0, sizeof sflag); /* the check owns it */
+            goto out;
+        }
+        flags = malloc(tb);
+        if (!flags) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
+        st = flags_behind ? bn_ocl_download_tail(o, by, 0, io->y, ybytes, flags, tb)
+                          : bn_ocl_download(o, sflag.m, 0, flags, tb);
+        if (st) goto out;
+    }
+    for (uint64_t t = 0; flags && t < T; t++)
+        if (flags[t]) {
+            st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf (token %llu)", (unsigned long long)t);
+            goto out;
+        }
+    if (io->yq && !bn_ocl_resident(&ayq) && (st = bn_ocl_done(o, &ayq, st)) == BITNET_OK &&
+        (st = bn_ocl_done(o, &ays, st)) == BITNET_OK && bn_test_perturb("bitlinear"))
+        io->yq[0] = (int8_t)(io->yq[0] == 127 ? 126 : io->yq[0] + 1);
 out:
-    if (st != BITNET_OK) bn_ocl_drain(o); /* nothing in flight reads xq, xs or xsum after this */
-    if (!wkept) bn_ocl_release(o, bw);
-    bn_ocl_release(o, bx);
-    bn_ocl_release(o, bs);
-    if (!dkept) bn_ocl_release(o, bd);
-    if (!bkept) bn_ocl_release(o, bb);
-    bn_ocl_release(o, by);
-    if (bsum) bn_ocl_release(o, bsum);
-    free(xsum);
-    free(xq);
-    free(xs);
-    if (yhost != io->y) free(yhost);
+    st = bn_ocl_done(o, &ay, st);
+    st = bn_ocl_done(o, &ayq, st);
+    st = bn_ocl_done(o, &ays, st);
+    if (st != BITNET_OK) bn_ocl_drain(o);
+    st = bn_ocl_done(o, &aw, st);
+    st = bn_ocl_done(o, &ad, st);
+    st = bn_ocl_done(o, &ab, st);
+    st = bn_ocl_done(o, &ax, st);
+    st = bn_ocl_done(o, &axs, st);
+    st = bn_ocl_done(o, &sq, st);
+    st = bn_ocl_done(o, &ss, st);
+    st = bn_ocl_done(o, &ssum, st);
+    st = bn_ocl_done(o, &sflag, st);
+    free(flags);
     return st;
 }

@@ -29,9 +29,10 @@ bitnet_status bn_ocl_binary(void *ctx, bitnet_binary_op op, const float *a, cons
     cl_kernel k;
     bitnet_status st = bn_ocl_kernel(o, "eltwise", flat ? "binary_flat" : "binary_bcast", bn_tops_options(o), &k);
     if (st) return st;
-    cl_mem ba = NULL, bb = NULL, by = NULL;
-    if (!(st = bn_tops_put(o, a, na * sizeof(float), &ba)) && !(st = bn_tops_put(o, b, nb * sizeof(float), &bb)))
-        st = bn_tops_alloc(o, n * sizeof(float), &by);
+    bn_ocl_arg aa = {0}, ab = {0}, ay = {0};
+    if (!(st = bn_ocl_in(o, a, na * sizeof(float), &aa)) && !(st = bn_ocl_in(o, b, nb * sizeof(float), &ab)))
+        st = bn_ocl_out(o, y, n * sizeof(float), &ay);
+    cl_mem ba = aa.m, bb = ab.m, by = ay.m;
     cl_ulong cn = n;
     cl_int cop = (cl_int)op;
     cl_long perturb = bn_test_perturb("binary") ? (cl_long)(n / 2) : -1;
@@ -48,11 +49,9 @@ bitnet_status bn_ocl_binary(void *ctx, bitnet_binary_op op, const float *a, cons
                          sizeof rank, &rank, sizeof d, &d, sizeof s1, &s1, sizeof s2, &s2, sizeof perturb, &perturb);
     }
     if (!st) st = bn_ocl_run(o, k, 1, &global, &wg, "binary");
-    if (!st) st = bn_ocl_download(o, by, 0, y, n * sizeof(float));
-    bn_ocl_release(o, ba);
-    bn_ocl_release(o, bb);
-    bn_ocl_release(o, by);
-    return st;
+    st = bn_ocl_done(o, &ay, st);
+    st = bn_ocl_done(o, &aa, st);
+    return bn_ocl_done(o, &ab, st);
 }
 
 bitnet_status bn_ocl_unary(void *ctx, bitnet_unary_op op, const float *x, uint64_t n, float param, float *y)
@@ -62,8 +61,9 @@ bitnet_status bn_ocl_unary(void *ctx, bitnet_unary_op op, const float *x, uint64
     cl_kernel k;
     bitnet_status st = bn_ocl_kernel(o, "eltwise", "unary", bn_tops_options(o), &k);
     if (st) return st;
-    cl_mem bx = NULL, by = NULL;
-    if (!(st = bn_tops_put(o, x, n * sizeof(float), &bx))) st = bn_tops_alloc(o, n * sizeof(float), &by);
+    bn_ocl_arg ax = {0}, ay = {0};
+    if (!(st = bn_ocl_in(o, x, n * sizeof(float), &ax))) st = bn_ocl_out(o, y, n * sizeof(float), &ay);
+    cl_mem bx = ax.m, by = ay.m;
     cl_ulong cn = n;
     cl_int cop = (cl_int)op;
     cl_long perturb = bn_test_perturb("unary") ? (cl_long)(n / 2) : -1;
@@ -73,8 +73,6 @@ bitnet_status bn_ocl_unary(void *ctx, bitnet_unary_op op, const float *x, uint64
         st = bn_ocl_args(o, k, 6, sizeof bx, &bx, sizeof by, &by, sizeof cn, &cn, sizeof cop, &cop, sizeof param,
                          &param, sizeof perturb, &perturb);
     if (!st) st = bn_ocl_run(o, k, 1, &global, &wg, "unary");
-    if (!st) st = bn_ocl_download(o, by, 0, y, n * sizeof(float));
-    bn_ocl_release(o, bx);
-    bn_ocl_release(o, by);
-    return st;
+    st = bn_ocl_done(o, &ay, st);
+    return bn_ocl_done(o, &ax, st);
 }

@@ -2,7 +2,7 @@
  * keep.c - device-resident weights: a table of {host pointer, bytes, cl_mem}
  * per OpenCL context, sorted by host address.  A weight operand that starts at
  * a kept pointer and fits its kept range is read from the device copy instead
- * of being uploaded again (bn_ocl_weight).  Kept buffers are exact
+ * of being uploaded again (bn_ocl_in).  Kept buffers are exact
  * allocations, not pooled: they live until forgotten or the context goes.
  */
 #include "ocl_impl.h"
@@ -70,6 +70,7 @@ bitnet_status bn_ocl_keep(void *ctx, const void *host, size_t bytes)
     }
     if (!m) return bn_cl_fail(err, "clCreateBuffer(ctx, CL_MEM_READ_ONLY, size, NULL, &err)", __FILE__, __LINE__);
     bitnet_status st = bn_ocl_upload(o, m, 0, host, bytes);
+    if (st == BITNET_OK) st = bn_ocl_finish(o); /* done (and booked) when keep returns */
     if (st != BITNET_OK) {
         clReleaseMemObject(m);
         return st;
@@ -81,26 +82,16 @@ bitnet_status bn_ocl_keep(void *ctx, const void *host, size_t bytes)
     o->kept[i].m = m;
     o->nkept++;
     o->kept_bytes += bytes;
+    bn_ocl_note_peak(o);
     return BITNET_OK;
 }
 
 uint64_t bn_ocl_kept_bytes(const bn_ocl *o) { return o ? o->kept_bytes : 0; }
 
-bitnet_status bn_ocl_weight(bn_ocl *o, const void *host, size_t bytes, cl_mem *m, int *kept)
+cl_mem bn_ocl_kept_find(const bn_ocl *o, const void *host, size_t bytes)
 {
     const bn_ocl_kept *e = find(o, host);
-    if (e && bytes <= e->bytes) {
-        *m = e->m;
-        *kept = 1;
-        return BITNET_OK;
-    }
-    *kept = 0;
-    bitnet_status st = bn_ocl_alloc(o, bytes, m);
-    if (st == BITNET_OK && (st = bn_ocl_upload(o, *m, 0, host, bytes)) != BITNET_OK) {
-        bn_ocl_release(o, *m);
-        *m = NULL;
-    }
-    return st;
+    return e && bytes <= e->bytes ? e->m : NULL;
 }
 
 void bn_ocl_keep_free(bn_ocl *o)

@@ -17,13 +17,15 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     if (st) return st;
     /* sizes were checked by bn_matmul_check (each below 2^31 elements) */
     const size_t xb = (size_t)(tokens * in) * 4, wb = (size_t)(out * in) * 4, yb = (size_t)(tokens * out) * 4;
+    bn_ocl_arg ax = {0}, aw = {0}, ab = {0}, ay = {0};
     cl_mem bx = NULL, bw = NULL, bb = NULL, by = NULL;
-    int wkept = 0, bkept = 0;
-    if ((st = bn_ocl_alloc(o, xb, &bx)) || (st = bn_ocl_weight(o, w, wb, &bw, &wkept)) ||
-        (st = bias ? bn_ocl_weight(o, bias, (size_t)out * 4, &bb, &bkept) : bn_ocl_alloc(o, 4, &bb)) ||
-        (st = bn_ocl_alloc(o, yb, &by)))
+    if ((st = bn_ocl_in(o, x, xb, &ax)) || (st = bn_ocl_in(o, w, wb, &aw)) ||
+        (st = bn_ocl_in(o, bias, bias ? (size_t)out * 4 : 0, &ab)) || (st = bn_ocl_out(o, y, yb, &ay)))
         goto out;
-    if ((st = bn_ocl_upload(o, bx, 0, x, xb))) goto out;
+    bx = ax.m;
+    bw = aw.m;
+    bb = ab.m;
+    by = ay.m;
     const cl_int has_bias = bias != NULL, a = (cl_int)act;
     const cl_ulong ct = tokens, ci = in, co = out;
     const cl_long perturb = bn_test_perturb("matmul_f32") ? 0 : -1;
@@ -34,12 +36,10 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     const size_t local[2] = {MM_TS, MM_TS / MM_WPT};
     const size_t global[2] = {((size_t)out + MM_TS - 1) / MM_TS * MM_TS,
                               ((size_t)tokens + MM_TS - 1) / MM_TS * (MM_TS / MM_WPT)};
-    if ((st = bn_ocl_run(o, k, 2, global, local, "matmul_f32"))) goto out;
-    st = bn_ocl_download(o, by, 0, y, yb);
+    st = bn_ocl_run(o, k, 2, global, local, "matmul_f32");
 out:
-    bn_ocl_release(o, bx);
-    if (!wkept) bn_ocl_release(o, bw);
-    if (!bkept) bn_ocl_release(o, bb);
-    bn_ocl_release(o, by);
-    return st;
+    st = bn_ocl_done(o, &ay, st);
+    st = bn_ocl_done(o, &ax, st);
+    st = bn_ocl_done(o, &aw, st);
+    return bn_ocl_done(o, &ab, st);
 }

@@ -20,11 +20,12 @@ bitnet_status bn_ocl_layernorm(void *ctx, const float *x, uint64_t rows, uint64_
     if (bn_ocl_kernel_wg(o, k) < NM_WG)
         return bn_fail(BITNET_E_DEVICE, "norm: the device takes work-groups of %zu < %d", bn_ocl_kernel_wg(o, k), NM_WG);
     if (rms) bias = NULL;
-    cl_mem bx = NULL, bw = NULL, bb = NULL, by = NULL;
-    if (!(st = bn_tops_put(o, x, n * sizeof(float), &bx)) &&
-        !(st = bn_tops_put(o, weight, weight ? cols * sizeof(float) : 0, &bw)) &&
-        !(st = bn_tops_put(o, bias, bias ? cols * sizeof(float) : 0, &bb)))
-        st = bn_tops_alloc(o, n * sizeof(float), &by);
+    bn_ocl_arg ax = {0}, aw = {0}, ab = {0}, ay = {0};
+    if (!(st = bn_ocl_in(o, x, n * sizeof(float), &ax)) &&
+        !(st = bn_ocl_in(o, weight, weight ? cols * sizeof(float) : 0, &aw)) &&
+        !(st = bn_ocl_in(o, bias, bias ? cols * sizeof(float) : 0, &ab)))
+        st = bn_ocl_out(o, y, n * sizeof(float), &ay);
+    cl_mem bx = ax.m, bw = aw.m, bb = ab.m, by = ay.m;
     cl_ulong cc = cols;
     cl_int crms = rms != 0, hw = weight != NULL, hb = bias != NULL;
     cl_long perturb = bn_test_perturb("layernorm") ? (cl_long)(n / 2) : -1;
@@ -33,10 +34,8 @@ bitnet_status bn_ocl_layernorm(void *ctx, const float *x, uint64_t rows, uint64_
         st = bn_ocl_args(o, k, 10, sizeof bx, &bx, sizeof bw, &bw, sizeof bb, &bb, sizeof by, &by, sizeof cc, &cc,
                          sizeof eps, &eps, sizeof crms, &crms, sizeof hw, &hw, sizeof hb, &hb, sizeof perturb, &perturb);
     if (!st) st = bn_ocl_run(o, k, 1, &global, &wg, rms ? "rmsnorm" : "layernorm");
-    if (!st) st = bn_ocl_download(o, by, 0, y, n * sizeof(float));
-    bn_ocl_release(o, bx);
-    bn_ocl_release(o, bw);
-    bn_ocl_release(o, bb);
-    bn_ocl_release(o, by);
-    return st;
+    st = bn_ocl_done(o, &ay, st);
+    st = bn_ocl_done(o, &ax, st);
+    st = bn_ocl_done(o, &aw, st);
+    return bn_ocl_done(o, &ab, st);
 }

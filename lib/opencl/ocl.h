@@ -18,6 +18,7 @@ typedef struct {
     cl_uint compute_units, clock_mhz;
     cl_ulong global_mem, local_mem, max_alloc;
     size_t max_wg;
+    size_t base_align; /* CL_DEVICE_MEM_BASE_ADDR_ALIGN in bytes: sub-buffer offsets */
 } bn_ocl_caps;
 
 const bn_ocl_caps *bn_ocl_get_caps(const bn_ocl *o);
@@ -34,18 +35,53 @@ void bn_ocl_release(bn_ocl *o, cl_mem m);
 bitnet_status bn_ocl_keep(void *ctx, const void *host, size_t bytes);
 void bn_ocl_forget(void *ctx, const void *host);
 uint64_t bn_ocl_kept_bytes(const bn_ocl *o);
-/* The device buffer holding host[0..bytes): the kept copy when host is kept with at least
- * bytes (*kept = 1), else a pooled buffer uploaded now (*kept = 0; release it with bn_ocl_release). */
-bitnet_status bn_ocl_weight(bn_ocl *o, const void *host, size_t bytes, cl_mem *m, int *kept);
-/* Blocking transfers, timed. */
+/* Transfers through pinned staging memory (staging.c).  upload copies src
+ * and returns (src may be reused at once; the copy up is ordered before
+ * later commands); download waits for the queue, then fills dst. */
 bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes);
 bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes);
-/* Enqueues the upload and returns at once: src must stay as it is until the
- * queue is finished (bn_ocl_download and bn_ocl_finish do that; an error
- * path must call bn_ocl_finish before it frees src).  Timed by its event. */
-bitnet_status bn_ocl_upload_async(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes);
+/* One download of dst_bytes + tail_bytes: the first part into dst, the rest into tail. */
+bitnet_status bn_ocl_download_tail(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t dst_bytes, void *tail,
+                                   size_t tail_bytes);
 /* Waits for the queue after a failure, keeping the failure's detail. */
 void bn_ocl_drain(bn_ocl *o);
+
+/* ---- operands (operand.c) ----
+ * An op's pointer operand as a cl_mem: a device address (a bitnet_buffer of
+ * this device, whole, a sub-buffer, or a copy where the offset is not
+ * aligned for one), a kept weight, or host memory (uploaded for an input; a
+ * pooled buffer downloaded at bn_ocl_done for an output). */
+typedef struct {
+    cl_mem m;      /* what the kernel takes */
+    int kind;
+    cl_mem base;   /* a device address: its buffer and offset */
+    size_t off;
+    void *host;    /* a host output: where it goes */
+    size_t bytes;
+    int out;
+} bn_ocl_arg;
+bitnet_status bn_ocl_in(bn_ocl *o, const void *p, size_t bytes, bn_ocl_arg *a);
+bitnet_status bn_ocl_out(bn_ocl *o, void *p, size_t bytes, bn_ocl_arg *a);
+/* A scratch buffer released by bn_ocl_done, like an operand. */
+bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a);
+/* 1 when the operand is device memory of a bitnet_buffer (an output there is not downloaded). */
+int bn_ocl_resident(const bn_ocl_arg *a);
+/* Finishes an operand when st is BITNET_OK (an output: copied into its
+ * buffer or downloaded to the host) and releases what it took; returns st,
+ * or the error of finishing it.  Safe on a zeroed arg. */
+bitnet_status bn_ocl_done(bn_ocl *o, bn_ocl_arg *a, bitnet_status st);
+/* Takes a pooled failure flag set by an enqueued op; the next wait
+ * (bitnet_buffer_read, bitnet_backend_sync) reads it and fails with
+ * BITNET_E_NUMERIC and `what` when it is set. */
+bitnet_status bn_ocl_defer_check(bn_ocl *o, cl_mem flag, const char *what);
+/* The same for n flags (any one set is the error). */
+bitnet_status bn_ocl_defer_check_n(bn_ocl *o, cl_mem flag, size_t n, const char *what);
+/* The table's device-memory members. */
+bitnet_status bn_ocl_buffer_alloc(void *ctx, size_t bytes, void **handle);
+void bn_ocl_buffer_free(void *ctx, void *handle);
+bitnet_status bn_ocl_buffer_write(void *ctx, void *handle, size_t offset, const void *src, size_t bytes);
+bitnet_status bn_ocl_buffer_read(void *ctx, void *handle, size_t offset, void *dst, size_t bytes);
+bitnet_status bn_ocl_sync(void *ctx);
 /* Enqueues k (global/local may be NULL for local) with profiling; the kernel
  * time is added to the stats of `op` when the queue is finished. */
 bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local, const char *op);
@@ -65,7 +101,11 @@ bitnet_status bn_cl_fail(cl_int err, const char *call, const char *file, int lin
 /* The OpenCL table (slots set by the families implemented so far). */
 extern const bn_backend_ops bn_ocl_ops;
 /* index < 0: first GPU, else first device. */
-bitnet_status bn_ocl_create(bn_ocl **o, int index, bitnet_backend *be);
+bitnet_status bn_ocl_create(bn_ocl **o, int index, const bn_host *host);
+void bn_ocl_op_begin(void *ctx, const char *op);
+/* Tells the layer above (bn_host). */
+void bn_ocl_log(bn_ocl *o, bitnet_log_level level, const char *fmt, ...) BN_PRINTF(3, 4);
+void bn_ocl_stat_transfer(bn_ocl *o, int to_device, uint64_t bytes, double ms);
 
 /* Host code of each family (NULL-able in the table until written). */
 bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols,

@@ -39,8 +39,22 @@ typedef struct {
     uint64_t bytes; /* of a transfer */
 } bn_ocl_pending;
 
+typedef struct {
+    cl_mem m;       /* CL_MEM_ALLOC_HOST_PTR: page-locked host memory */
+    void *ptr;      /* mapped once, for the buffer's life */
+    size_t size;
+    cl_event busy;  /* the transfer reading or writing it (NULL: free) */
+} bn_ocl_pin;
+
+typedef struct {
+    cl_mem flag;    /* pooled uints the op's kernel sets on failure */
+    size_t n;
+    char what[120]; /* the error it means */
+} bn_ocl_check;
+
 struct bn_ocl {
-    bitnet_backend *be;
+    bn_host host;   /* stats and log of the layer above */
+    char op[32];    /* the op whose commands are being enqueued */
     int index;
     cl_platform_id platform;
     cl_device_id device;
@@ -58,6 +72,14 @@ struct bn_ocl {
     bn_ocl_pending *pending;
     size_t npending, cappending;
     double last_kernel_ms;
+    /* pinned staging memory of host transfers (staging.c) */
+    cl_command_queue aux; /* maps the staging buffers without waiting for the ops */
+    bn_ocl_pin *pins;
+    size_t npins, cappins, pinned_bytes;
+    /* failure flags of enqueued ops, read at the next wait (operand.c) */
+    bn_ocl_check *checks;
+    size_t nchecks, capchecks;
+    uint64_t device_peak;
     /* kept weights (keep.c), sorted by host address */
     bn_ocl_kept *kept;
     size_t nkept, capkept;
@@ -73,6 +95,12 @@ bitnet_status bn_ocl_pending_push(bn_ocl *o, cl_event ev, const char *op, int ki
 void bn_ocl_programs_free(bn_ocl *o);
 void bn_ocl_pool_free(bn_ocl *o);
 void bn_ocl_keep_free(bn_ocl *o); /* drops every kept weight */
+void bn_ocl_staging_free(bn_ocl *o);
+void bn_ocl_checks_free(bn_ocl *o);
+/* The kept copy holding host[0..bytes), or NULL. */
+cl_mem bn_ocl_kept_find(const bn_ocl *o, const void *host, size_t bytes);
+/* Updates the device-memory peak (pool in use + idle + kept). */
+void bn_ocl_note_peak(bn_ocl *o);
 /* A simulated failure (BITNET_TEST_FAIL) reported like a real one. */
 bitnet_status bn_cl_fail_test(cl_int err, const char *call, const char *file, int line);
 /* Fills caps for one device. */

@@ -62,12 +62,10 @@ bitnet_status bn_ocl_permute(void *ctx, const float *x, const bitnet_shape *s, c
     uint64_t n = 1;
     for (uint32_t i = 0; i < s->rank; i++) n *= s->dims[i];
     if (n == 0) return BITNET_OK;
-    cl_mem bx = NULL, by = NULL;
-    bitnet_status st = bn_tops_put(o, x, n * sizeof(float), &bx);
-    if (!st) st = bn_tops_alloc(o, n * sizeof(float), &by);
-    if (!st) st = bn_ocl_permute_buf(o, bx, s, perm, by, bn_test_perturb("permute") ? (int64_t)(n / 2) : -1);
-    if (!st) st = bn_ocl_download(o, by, 0, y, n * sizeof(float));
-    bn_ocl_release(o, bx);
-    bn_ocl_release(o, by);
-    return st;
+    bn_ocl_arg ax = {0}, ay = {0};
+    bitnet_status st = bn_ocl_in(o, x, n * sizeof(float), &ax);
+    if (!st) st = bn_ocl_out(o, y, n * sizeof(float), &ay);
+    if (!st) st = bn_ocl_permute_buf(o, ax.m, s, perm, ay.m, bn_test_perturb("permute") ? (int64_t)(n / 2) : -1);
+    st = bn_ocl_done(o, &ay, st);
+    return bn_ocl_done(o, &ax, st);
 }

@@ -1,5 +1,5 @@
 /*
- * pool.c - pooled device buffers and timed blocking transfers.
+ * pool.c - pooled device buffers.
  *
  * Sizes are rounded up to a size class (powers of two up to 64 KiB, then
  * steps of 1/8 of the power of two below: at most 12.5% slack) so that a
@@ -105,6 +105,7 @@ bitnet_status bn_ocl_alloc(bn_ocl *o, size_t bytes, cl_mem *m)
     push(&o->used, &o->nused, &o->capused, got, cls); /* room was made above */
     o->pstats.bytes_in_use += cls;
     if (o->pstats.bytes_in_use > o->pstats.peak_bytes) o->pstats.peak_bytes = o->pstats.bytes_in_use;
+    bn_ocl_note_peak(o);
     *m = got;
     return BITNET_OK;
 }
@@ -129,7 +130,19 @@ void bn_ocl_release(bn_ocl *o, cl_mem m)
     clReleaseMemObject(m); /* not from the pool */
 }
 
-void bn_ocl_pool_stats(const bn_ocl *o, bitnet_pool_stats *out) { *out = o->pstats; }
+void bn_ocl_note_peak(bn_ocl *o)
+{
+    const uint64_t now = o->pstats.bytes_in_use + o->idle_bytes + o->kept_bytes;
+    if (now > o->device_peak) o->device_peak = now;
+}
+
+void bn_ocl_pool_stats(const bn_ocl *o, bitnet_pool_stats *out)
+{
+    *out = o->pstats;
+    out->idle_bytes = o->idle_bytes;
+    out->kept_bytes = o->kept_bytes;
+    out->device_peak_bytes = o->device_peak;
+}
 
 void bn_ocl_pool_free(bn_ocl *o)
 {
@@ -141,51 +154,3 @@ void bn_ocl_pool_free(bn_ocl *o)
     o->nused = o->nidle = o->capused = o->capidle = 0;
 }
 
-/* ---- transfers ------------------------------------------------------------------ */
-
-bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes)
-{
-    if (bytes == 0) return BITNET_OK;
-    double t0 = bn_now_ms();
-    cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_TRUE, offset, bytes, src, 0, NULL, NULL);
-    if (err != CL_SUCCESS)
-        return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_TRUE, offset, size, src, ...)", __FILE__, __LINE__);
-    bn_stats_add_transfer(o->be, 1, bytes, bn_now_ms() - t0);
-    return BITNET_OK;
-}
-
-bitnet_status bn_ocl_upload_async(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes)
-{
-    if (bytes == 0) return BITNET_OK;
-    cl_event ev = NULL;
-    cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_FALSE, offset, bytes, src, 0, NULL, &ev);
-    if (err != CL_SUCCESS)
-        return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_FALSE, offset, size, src, ...)", __FILE__, __LINE__);
-    return bn_ocl_pending_push(o, ev, "upload", 1, bytes);
-}
-
-void bn_ocl_drain(bn_ocl *o)
-{
-    clFinish(o->queue);
-    bn_ocl_collect(o);
-}
-
-bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes)
-{
-    if (bytes == 0) return bn_ocl_finish(o);
-    /* one round trip: the read waits for the queue before it (in order);
-     * every command is then timed by its event */
-    cl_event ev = NULL;
-    /* (polling the event before blocking made it slower on an H100: 4096 x
-     * 4096 one token end to end 119 against 84 us) */
-    cl_int err = clEnqueueReadBuffer(o->queue, m, CL_TRUE, offset, bytes, dst, 0, NULL, &ev);
-    if (err != CL_SUCCESS) {
-        bitnet_status st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_TRUE, offset, size, dst, ...)",
-                                      __FILE__, __LINE__);
-        bn_ocl_drain(o); /* the detail of this failure stays */
-        return st;
-    }
-    bitnet_status st = bn_ocl_pending_push(o, ev, "download", 2, bytes);
-    if (st == BITNET_OK) bn_ocl_collect(o);
-    return st;
-}

@@ -296,7 +296,7 @@ static bitnet_status build(bn_ocl *o, const char *family, const char *options, c
                 clBuildProgram(prog, 1, &o->device, opts, NULL, NULL) == CL_SUCCESS) {
                 COUNT(hits);
                 free(src);
-                bn_backend_log(o->be, BITNET_LOG_DEBUG, "opencl: kernels/%s.cl (%s) loaded from the cache in %.1f ms",
+                bn_ocl_log(o, BITNET_LOG_DEBUG, "opencl: kernels/%s.cl (%s) loaded from the cache in %.1f ms",
                                family, opts, bn_now_ms() - t0);
                 *out = prog;
                 return BITNET_OK;
@@ -316,12 +316,12 @@ static bitnet_status build(bn_ocl *o, const char *family, const char *options, c
         clReleaseProgram(prog);
         return st;
     }
-    bn_backend_log(o->be, BITNET_LOG_DEBUG, "opencl: built kernels/%s.cl (%s) in %.1f ms", family, opts,
+    bn_ocl_log(o, BITNET_LOG_DEBUG, "opencl: built kernels/%s.cl (%s) in %.1f ms", family, opts,
                    bn_now_ms() - t0);
     char *log = build_log(o, prog); /* warnings of a good build, for -v -v */
     size_t sp = 0;
     while (log && log[sp] && strchr(" \t\r\n", log[sp])) sp++;
-    if (log && log[sp]) bn_backend_log(o->be, BITNET_LOG_DEBUG, "opencl: build log of kernels/%s.cl:\n%s", family, log + sp);
+    if (log && log[sp]) bn_ocl_log(o, BITNET_LOG_DEBUG, "opencl: build log of kernels/%s.cl:\n%s", family, log + sp);
     free(log);
     if (use_cache) {
         size_t blen = 0;

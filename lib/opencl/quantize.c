@@ -10,6 +10,7 @@
 #include "ocl.h"
 
 #include "../cpu/quantize.h"
+#include "../devmem.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,11 +58,26 @@ static void scale_layout(bitnet_scale_kind kind, uint32_t group, uint64_t cols, 
     *g = kind == BITNET_SCALE_GROUP ? group : ~(cl_ulong)0;
 }
 
+static int on_device(const void *p)
+{
+    bn_devref r;
+    return bn_devmem_find(p, &r);
+}
+
+/* The op's NaN/Inf error: with the position when x is host memory. */
+static bitnet_status nonfinite(const char *op, const float *x, uint64_t cols, uint64_t n);
+
 static size_t first_bad_float(const float *x, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
         if (!isfinite(x[i])) return (size_t)i;
     return (size_t)n;
+}
+
+static bitnet_status nonfinite(const char *op, const float *x, uint64_t cols, uint64_t n)
+{
+    if (on_device(x)) return bn_fail(BITNET_E_NUMERIC, "%s: input holds NaN or Inf", op);
+    return bn_quant_nonfinite(op, x, cols, first_bad_float(x, n));
 }
 
 /* The exact sum of one slice from its pieces, rounded once to double. */
@@ -174,8 +190,15 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     const uint64_t n = rows * cols;
     const uint64_t nsc = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? rows : rows * ((cols + group - 1) / group);
     if (n == 0) {
-        for (uint64_t i = 0; i < nsc; i++) d[i] = 1e-5f;
-        return BITNET_OK;
+        float *h = malloc((size_t)nsc * sizeof *h);
+        if (!h) return bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
+        for (uint64_t i = 0; i < nsc; i++) h[i] = 1e-5f;
+        bn_ocl_arg ad;
+        bitnet_status st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad);
+        if (!st) st = bn_ocl_upload(o, ad.m, 0, h, (size_t)nsc * 4);
+        st = bn_ocl_done(o, &ad, st);
+        free(h);
+        return st;
     }
     gpu_tune tune;
     const int gpu = use_gpu_layout(o, &tune);
@@ -210,17 +233,21 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     const uint64_t groups = nsc * pieces;
     const size_t rb = bitnet_t2_row_bytes(cols), tbytes = (size_t)(rows * rb);
     uint64_t *part = malloc((size_t)groups * Q_LIMBS * sizeof *part);
-    float *s = malloc((size_t)nsc * sizeof *s);
+    float *s = malloc((size_t)nsc * sizeof *s), *dh = malloc((size_t)nsc * sizeof *dh);
     bufs b = {o, {0}, 0};
-    cl_mem bw, bpart, bflag, bs, bt2;
-    if (!part || !s) {
+    bn_ocl_arg aw = {0}, at2 = {0}, ad = {0};
+    cl_mem bw = NULL, bpart, bflag, bs, bt2 = NULL;
+    if (!part || !s || !dh) {
         st = bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
         goto out;
     }
-    if ((st = take(&b, (size_t)n * 4, &bw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
-        (st = take(&b, 4, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) || (st = take(&b, tbytes, &bt2)))
+    if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
+        (st = take(&b, 4, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) || (st = bn_ocl_out(o, out_t2, tbytes, &at2)) ||
+        (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
         goto out;
-    if ((st = bn_ocl_upload(o, bw, 0, w, (size_t)n * 4)) || (st = zero_flag(o, bflag))) goto out;
+    bw = aw.m;
+    bt2 = at2.m;
+    if ((st = zero_flag(o, bflag))) goto out;
     cl_uint ckind = (cl_uint)kind;
     cl_ulong crows = rows, ccols = cols, cgroup = group ? group : 1, cpieces = pieces;
     size_t global, local;
@@ -241,7 +268,7 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     cl_uint flag;
     if ((st = read_flag(o, bflag, &flag))) goto out;
     if (flag) {
-        st = bn_quant_nonfinite("quantize_weights", w, cols, first_bad_float(w, n));
+        st = nonfinite("quantize_weights", w, cols, n);
         goto out;
     }
     if ((st = bn_ocl_download(o, bpart, 0, part, (size_t)groups * Q_LIMBS * 8))) goto out;
@@ -251,10 +278,13 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
             uint64_t ng = (cols + group - 1) / group, c0 = (sl % ng) * group;
             len = cols - c0 < group ? cols - c0 : group;
         }
-        d[sl] = bn_absmean_scale(merge_pieces(part + sl * pieces * Q_LIMBS, pieces), len);
-        s[sl] = 1.0f / d[sl];
+        dh[sl] = bn_absmean_scale(merge_pieces(part + sl * pieces * Q_LIMBS, pieces), len);
+        s[sl] = 1.0f / dh[sl];
     }
     if ((st = bn_ocl_upload(o, bs, 0, s, (size_t)nsc * 4))) goto out;
+    if (bn_ocl_resident(&ad)) st = bn_ocl_upload(o, ad.m, 0, dh, (size_t)nsc * 4);
+    else memcpy(d, dh, (size_t)nsc * 4);
+    if (st) goto out;
     cl_ulong nb = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK, sr, g;
     scale_layout(kind, group, cols, &sr, &g);
     if (gpu) {
@@ -278,10 +308,17 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         global = round_up(tbytes, local);
         if ((st = bn_ocl_run(o, kp, 1, &global, &local, "quantize_weights"))) goto out;
     }
-    if ((st = bn_ocl_download(o, bt2, 0, out_t2, tbytes))) goto out;
-    if (bn_test_perturb("quantize_weights")) out_t2[0] ^= 0x01;
+    if (!bn_ocl_resident(&at2)) {
+        st = bn_ocl_done(o, &at2, st);
+        if (!st && bn_test_perturb("quantize_weights")) out_t2[0] ^= 0x01;
+    }
 out:
+    st = bn_ocl_done(o, &at2, st);
+    ad.host = NULL; /* d was written above */
+    st = bn_ocl_done(o, &ad, st);
+    st = bn_ocl_done(o, &aw, st);
     release_all(&b);
+    free(dh);
     free(part);
     free(s);
     return st;
@@ -296,30 +333,41 @@ bitnet_status bn_ocl_quantize_acts(void *ctx, const float *x, uint64_t rows, uin
     bitnet_status st = bn_ocl_kernel(o, "quantize", "q_acts", Q_OPTS, &k);
     if (st) return st;
     bufs b = {o, {0}, 0};
-    cl_mem bx, bq, bs, bflag;
-    if ((st = take(&b, (size_t)n * 4, &bx)) || (st = take(&b, (size_t)n, &bq)) || (st = take(&b, (size_t)rows * 4, &bs)) ||
-        (st = take(&b, 4, &bflag)))
+    bn_ocl_arg ax = {0}, aq = {0}, as = {0};
+    cl_mem bx = NULL, bq = NULL, bs = NULL, bflag = NULL;
+    if ((st = bn_ocl_in(o, x, (size_t)n * 4, &ax)) || (st = bn_ocl_out(o, q, (size_t)n, &aq)) ||
+        (st = bn_ocl_out(o, s, (size_t)rows * 4, &as)) || (st = take(&b, 4, &bflag)))
         goto out;
-    if ((n && (st = bn_ocl_upload(o, bx, 0, x, (size_t)n * 4))) || (st = zero_flag(o, bflag))) goto out;
+    bx = ax.m;
+    bq = aq.m;
+    bs = as.m;
+    if ((st = zero_flag(o, bflag))) goto out;
     cl_ulong ccols = cols;
     if ((st = bn_ocl_args(o, k, 5, sizeof bx, &bx, sizeof ccols, &ccols, sizeof bq, &bq, sizeof bs, &bs, sizeof bflag,
                           &bflag)))
         goto out;
     size_t global = (size_t)rows * Q_WG, local = Q_WG;
     if ((st = bn_ocl_run(o, k, 1, &global, &local, "quantize_acts"))) goto out;
+    if (bn_ocl_resident(&aq) && bn_ocl_resident(&as)) { /* no wait: the flag is read at the next one */
+        st = bn_ocl_defer_check(o, bflag, "quantize_acts: input holds NaN or Inf");
+        if (!st) b.n--; /* the check owns the flag now */
+        goto out;
+    }
     cl_uint flag;
     if ((st = read_flag(o, bflag, &flag))) goto out;
     if (flag) {
-        st = bn_quant_nonfinite("quantize_acts", x, cols, first_bad_float(x, n));
+        st = nonfinite("quantize_acts", x, cols, n);
         goto out;
     }
-    if ((n && (st = bn_ocl_download(o, bq, 0, q, (size_t)n))) || (st = bn_ocl_download(o, bs, 0, s, (size_t)rows * 4)))
-        goto out;
-    if (n && bn_test_perturb("quantize_acts")) {
+    if ((st = bn_ocl_done(o, &aq, st)) || (st = bn_ocl_done(o, &as, st))) goto out;
+    if (n && q && !on_device(q) && bn_test_perturb("quantize_acts")) {
         uint64_t i = n / 2;
         q[i] = (int8_t)(q[i] == 0 ? 1 : q[i] == -128 ? 127 : -q[i]);
     }
 out:
+    st = bn_ocl_done(o, &aq, st);
+    st = bn_ocl_done(o, &as, st);
+    st = bn_ocl_done(o, &ax, st);
     release_all(&b);
     return st;
 }
@@ -336,13 +384,15 @@ bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t r
     const uint64_t nsc = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? rows : rows * ((cols + group - 1) / group);
     const size_t rb = bitnet_t2_row_bytes(cols), tbytes = (size_t)(rows * rb);
     bufs b = {o, {0}, 0};
-    cl_mem bt, bd, bw, bflag;
-    if ((st = take(&b, tbytes, &bt)) || (st = take(&b, (size_t)nsc * 4, &bd)) || (st = take(&b, (size_t)n * 4, &bw)) ||
-        (st = take(&b, 4, &bflag)))
+    bn_ocl_arg at = {0}, ad = {0}, aw = {0};
+    cl_mem bt = NULL, bd = NULL, bw = NULL, bflag = NULL;
+    if ((st = bn_ocl_in(o, t2, tbytes, &at)) || (st = bn_ocl_in(o, d, (size_t)nsc * 4, &ad)) ||
+        (st = bn_ocl_out(o, w, (size_t)n * 4, &aw)) || (st = take(&b, 4, &bflag)))
         goto out;
-    if ((st = bn_ocl_upload(o, bt, 0, t2, tbytes)) || (st = bn_ocl_upload(o, bd, 0, d, (size_t)nsc * 4)) ||
-        (st = zero_flag(o, bflag)))
-        goto out;
+    bt = at.m;
+    bd = ad.m;
+    bw = aw.m;
+    if ((st = zero_flag(o, bflag))) goto out;
     cl_ulong crows = rows, ccols = cols, crb = rb, sr, g;
     scale_layout(kind, group, cols, &sr, &g);
     if ((st = bn_ocl_args(o, k, 9, sizeof bt, &bt, sizeof crows, &crows, sizeof ccols, &ccols, sizeof crb, &crb,
@@ -350,11 +400,16 @@ bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t r
         goto out;
     size_t local = 256 < bn_ocl_kernel_wg(o, k) ? 256 : bn_ocl_kernel_wg(o, k), global = round_up((size_t)n, local);
     if ((st = bn_ocl_run(o, k, 1, &global, &local, "dequantize_weights"))) goto out;
+    if (bn_ocl_resident(&aw)) {
+        st = bn_ocl_defer_check(o, bflag, "dequantize_weights: invalid code 3");
+        if (!st) b.n--;
+        goto out;
+    }
     cl_uint flag;
     if ((st = read_flag(o, bflag, &flag))) goto out;
     if (flag) { /* find the position on the host, the error path only */
         st = bn_fail(BITNET_E_FORMAT, "dequantize_weights: invalid code 3");
-        for (uint64_t i = 0; i < n; i++) {
+        for (uint64_t i = 0; i < n && !on_device(t2); i++) {
             uint64_t r = i / cols, c = i % cols;
             if (((t2[r * rb + (c / 128) * 32 + c % 32] >> (2 * ((c % 128) / 32))) & 3) == 3) {
                 st = bn_fail(BITNET_E_FORMAT, "dequantize_weights: invalid code 3 at row %llu, column %llu",
@@ -364,9 +419,12 @@ bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t r
         }
         goto out;
     }
-    if ((st = bn_ocl_download(o, bw, 0, w, (size_t)n * 4))) goto out;
+    if ((st = bn_ocl_done(o, &aw, st))) goto out;
     if (bn_test_perturb("dequantize_weights")) w[n / 2] = w[n / 2] != 0.0f ? -3.0f * w[n / 2] : 1.0f;
 out:
+    st = bn_ocl_done(o, &aw, st);
+    st = bn_ocl_done(o, &at, st);
+    st = bn_ocl_done(o, &ad, st);
     release_all(&b);
     return st;
 }
@@ -379,20 +437,25 @@ bitnet_status bn_ocl_dequantize_acts(void *ctx, const int8_t *q, uint64_t rows, 
     cl_kernel k;
     bitnet_status st = bn_ocl_kernel(o, "quantize", "q_dequant_a", Q_OPTS, &k);
     if (st) return st;
-    bufs b = {o, {0}, 0};
-    cl_mem bq, bs, bx;
-    if ((st = take(&b, (size_t)n, &bq)) || (st = take(&b, (size_t)rows * 4, &bs)) || (st = take(&b, (size_t)n * 4, &bx)))
+    bn_ocl_arg aq = {0}, as = {0}, ax = {0};
+    cl_mem bq = NULL, bs = NULL, bx = NULL;
+    if ((st = bn_ocl_in(o, q, (size_t)n, &aq)) || (st = bn_ocl_in(o, s, (size_t)rows * 4, &as)) ||
+        (st = bn_ocl_out(o, x, (size_t)n * 4, &ax)))
         goto out;
-    if ((st = bn_ocl_upload(o, bq, 0, q, (size_t)n)) || (st = bn_ocl_upload(o, bs, 0, s, (size_t)rows * 4))) goto out;
+    bq = aq.m;
+    bs = as.m;
+    bx = ax.m;
     cl_ulong crows = rows, ccols = cols;
     if ((st = bn_ocl_args(o, k, 5, sizeof bq, &bq, sizeof crows, &crows, sizeof ccols, &ccols, sizeof bs, &bs,
                           sizeof bx, &bx)))
         goto out;
     size_t local = 256 < bn_ocl_kernel_wg(o, k) ? 256 : bn_ocl_kernel_wg(o, k), global = round_up((size_t)n, local);
     if ((st = bn_ocl_run(o, k, 1, &global, &local, "dequantize_acts"))) goto out;
-    if ((st = bn_ocl_download(o, bx, 0, x, (size_t)n * 4))) goto out;
+    if (bn_ocl_resident(&ax)) goto out;
+    if ((st = bn_ocl_done(o, &ax, st))) goto out;
     if (bn_test_perturb("dequantize_acts")) x[n / 2] = x[n / 2] != 0.0f ? -3.0f * x[n / 2] : 1.0f;
 out:
-    release_all(&b);
-    return st;
+    st = bn_ocl_done(o, &ax, st);
+    st = bn_ocl_done(o, &aq, st);
+    return bn_ocl_done(o, &as, st);
 }

@@ -48,7 +48,6 @@ static bitnet_status rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint64_t 
                          sizeof cr, &cr, sizeof cn, &cn, sizeof cop, &cop, sizeof cl, &cl, sizeof hy, &hy, sizeof hi, &hi,
                          sizeof perturb, &perturb);
     if (!st) st = bn_ocl_run(o, kf, 1, &gf, &wf, "reduce");
-    if (!st) st = bn_ocl_finish(o); /* the partial buffers go back to the pool */
     bn_ocl_release(o, ps);
     bn_ocl_release(o, pv);
     bn_ocl_release(o, pi);
@@ -120,7 +119,6 @@ static bitnet_status gpu_rows_pass(bn_ocl *o, const char *opts, cl_mem bx, uint6
                          sizeof cg, &cg, sizeof cop, &cop, sizeof cl, &cl, sizeof hy, &hy, sizeof hi, &hi,
                          sizeof perturb, &perturb);
     if (!st) st = bn_ocl_run(o, kf, 1, &gf, &wg, "reduce");
-    if (!st) st = bn_ocl_finish(o); /* the partial buffers go back to the pool */
     bn_ocl_release(o, ps);
     bn_ocl_release(o, pv);
     bn_ocl_release(o, pi);
@@ -163,7 +161,6 @@ static bitnet_status gpu_cols_pass(bn_ocl *o, const char *opts, cl_mem bx, uint6
                          sizeof cno, &cno, sizeof cn, &cn, sizeof cop, &cop, sizeof cl, &cl, sizeof hy, &hy,
                          sizeof hi, &hi, sizeof perturb, &perturb);
     if (!st) st = bn_ocl_run(o, kf, 1, &gf, &wf, "reduce");
-    if (!st) st = bn_ocl_finish(o); /* the partial buffers go back to the pool */
     bn_ocl_release(o, ps);
     bn_ocl_release(o, pv);
     bn_ocl_release(o, pi);
@@ -178,17 +175,27 @@ bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
     bn_reduce_plan(s, axes_mask, &p);
     if (p.n_out == 0) return BITNET_OK;
     if (p.n_red == 0) { /* sum 0, mean NaN (max/min/argmax were refused): nothing for a device */
-        for (uint64_t i = 0; i < p.n_out && y; i++) y[i] = op == BITNET_RED_MEAN ? NAN : 0.0f;
-        return BITNET_OK;
+        if (!y) return BITNET_OK;
+        float *h = malloc((size_t)p.n_out * sizeof(float));
+        if (!h) return bn_fail(BITNET_E_NOMEM, "reduce: host scratch");
+        for (uint64_t i = 0; i < p.n_out; i++) h[i] = op == BITNET_RED_MEAN ? NAN : 0.0f;
+        bn_ocl_arg ay;
+        bitnet_status st = bn_ocl_out(o, y, (size_t)p.n_out * sizeof(float), &ay);
+        if (!st) st = bn_ocl_upload(o, ay.m, 0, h, (size_t)p.n_out * sizeof(float));
+        st = bn_ocl_done(o, &ay, st);
+        free(h);
+        return st;
     }
     const uint64_t n = p.n_out * p.n_red;
     char opts[256];
     snprintf(opts, sizeof opts, "%s -DRD_WG=%d", bn_tops_options(o), RD_WG);
     cl_long perturb = bn_test_perturb("reduce") ? (cl_long)(p.n_out / 2) : -1;
-    cl_mem bx = NULL, bt = NULL, by = NULL, bi = NULL;
-    bitnet_status st = bn_tops_put(o, x, n * sizeof(float), &bx);
-    if (!st) st = bn_tops_alloc(o, y ? p.n_out * sizeof(float) : 4, &by);
-    if (!st) st = bn_tops_alloc(o, idx ? p.n_out * sizeof(int64_t) : 8, &bi);
+    cl_mem bt = NULL;
+    bn_ocl_arg ax = {0}, ay = {0}, ai = {0};
+    bitnet_status st = bn_ocl_in(o, x, n * sizeof(float), &ax);
+    if (!st) st = y ? bn_ocl_out(o, y, p.n_out * sizeof(float), &ay) : bn_ocl_scratch(o, 4, &ay);
+    if (!st) st = idx ? bn_ocl_out(o, idx, p.n_out * sizeof(int64_t), &ai) : bn_ocl_scratch(o, 8, &ai);
+    cl_mem bx = ax.m, by = ay.m, bi = ai.m;
     if (st) goto out;
     if (p.rank <= 1 || (p.rank == 2 && p.red[1])) {
         uint64_t len = p.rank && p.red[p.rank - 1] ? p.dims[p.rank - 1] : 1;
@@ -206,12 +213,10 @@ bitnet_status bn_ocl_reduce(void *ctx, bitnet_reduce_op op, const float *x, cons
             st = (gpu_layout(o) ? gpu_rows_pass : rows_pass)(o, opts, bt, p.n_out, p.n_red, op, by, bi, y != NULL,
                                                               idx != NULL, perturb);
     }
-    if (!st && y) st = bn_ocl_download(o, by, 0, y, p.n_out * sizeof(float));
-    if (!st && idx) st = bn_ocl_download(o, bi, 0, idx, p.n_out * sizeof(int64_t));
 out:
-    bn_ocl_release(o, bx);
+    st = bn_ocl_done(o, &ay, st);
+    st = bn_ocl_done(o, &ai, st);
+    st = bn_ocl_done(o, &ax, st);
     bn_ocl_release(o, bt);
-    bn_ocl_release(o, by);
-    bn_ocl_release(o, bi);
     return st;
 }

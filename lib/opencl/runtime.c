@@ -156,6 +156,9 @@ void bn_ocl_fill_caps(cl_platform_id p, cl_device_id d, bn_ocl_caps *c)
     clGetDeviceInfo(d, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof c->compute_units, &c->compute_units, NULL);
     clGetDeviceInfo(d, CL_DEVICE_MAX_CLOCK_FREQUENCY, sizeof c->clock_mhz, &c->clock_mhz, NULL);
     clGetDeviceInfo(d, CL_DEVICE_GLOBAL_MEM_SIZE, sizeof c->global_mem, &c->global_mem, NULL);
+    cl_uint align_bits = 0;
+    clGetDeviceInfo(d, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof align_bits, &align_bits, NULL);
+    c->base_align = align_bits >= 8 ? align_bits / 8 : 4096;
     clGetDeviceInfo(d, CL_DEVICE_LOCAL_MEM_SIZE, sizeof c->local_mem, &c->local_mem, NULL);
     clGetDeviceInfo(d, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof c->max_alloc, &c->max_alloc, NULL);
     clGetDeviceInfo(d, CL_DEVICE_MAX_WORK_GROUP_SIZE, sizeof c->max_wg, &c->max_wg, NULL);
@@ -214,12 +217,35 @@ bitnet_status bn_ocl_probe(int index, bn_ocl_caps *caps, int *count)
     return st;
 }
 
-bitnet_status bn_ocl_create(bn_ocl **out, int index, bitnet_backend *be)
+void bn_ocl_op_begin(void *ctx, const char *op)
+{
+    bn_ocl *o = ctx;
+    snprintf(o->op, sizeof o->op, "%s", op ? op : "?");
+}
+
+void bn_ocl_log(bn_ocl *o, bitnet_log_level level, const char *fmt, ...)
+{
+    if (!o->host.log) return;
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    o->host.log(o->host.user, level, msg);
+}
+
+void bn_ocl_stat_transfer(bn_ocl *o, int to_device, uint64_t bytes, double ms)
+{
+    if (o->host.transfer) o->host.transfer(o->host.user, o->op, to_device, bytes, ms);
+}
+
+bitnet_status bn_ocl_create(bn_ocl **out, int index, const bn_host *host)
 {
     *out = NULL;
     bn_ocl *o = calloc(1, sizeof *o);
     if (!o) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
-    o->be = be;
+    if (host) o->host = *host;
+    snprintf(o->op, sizeof o->op, "?");
     bitnet_status st = pick(index, &o->platform, &o->device, &o->index, NULL);
     if (st != BITNET_OK) {
         free(o);
@@ -257,6 +283,8 @@ void bn_ocl_free(bn_ocl *o)
         bn_ocl_collect(o);
     }
     free(o->pending);
+    bn_ocl_checks_free(o);
+    bn_ocl_staging_free(o);
     bn_ocl_programs_free(o);
     bn_ocl_keep_free(o);
     bn_ocl_pool_free(o);
@@ -411,8 +439,12 @@ void bn_ocl_collect(bn_ocl *o)
         if (clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
             clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS && t1 >= t0) {
             const double ms = (double)(t1 - t0) / 1e6;
-            if (o->pending[i].kind) bn_stats_add_transfer(o->be, o->pending[i].kind == 1, o->pending[i].bytes, ms);
-            else bn_stats_add_kernel(o->be, o->pending[i].op, o->last_kernel_ms = ms);
+            if (o->pending[i].kind && o->host.transfer)
+                o->host.transfer(o->host.user, o->pending[i].op, o->pending[i].kind == 1, o->pending[i].bytes, ms);
+            else if (!o->pending[i].kind && o->host.kernel_time)
+                o->host.kernel_time(o->host.user, o->pending[i].op, o->last_kernel_ms = ms);
+            else if (!o->pending[i].kind)
+                o->last_kernel_ms = ms;
         }
         clReleaseEvent(ev);
     }

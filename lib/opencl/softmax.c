@@ -21,8 +21,9 @@ bitnet_status bn_ocl_softmax(void *ctx, const float *x, uint64_t outer, uint64_t
     if (st) return st;
     if (rows && bn_ocl_kernel_wg(o, k) < SM_WG)
         return bn_fail(BITNET_E_DEVICE, "softmax: the device takes work-groups of %zu < %d", bn_ocl_kernel_wg(o, k), SM_WG);
-    cl_mem bx = NULL, by = NULL;
-    if (!(st = bn_tops_put(o, x, n * sizeof(float), &bx))) st = bn_tops_alloc(o, n * sizeof(float), &by);
+    bn_ocl_arg ax = {0}, ay = {0};
+    if (!(st = bn_ocl_in(o, x, n * sizeof(float), &ax))) st = bn_ocl_out(o, y, n * sizeof(float), &ay);
+    cl_mem bx = ax.m, by = ay.m;
     cl_ulong co = outer, cl = len, ci = inner;
     cl_int lg = log_ != 0;
     cl_long perturb = bn_test_perturb("softmax") ? (cl_long)(n / 2) : -1;
@@ -41,8 +42,6 @@ bitnet_status bn_ocl_softmax(void *ctx, const float *x, uint64_t outer, uint64_t
                              sizeof lg, &lg, sizeof perturb, &perturb);
     }
     if (!st) st = bn_ocl_run(o, k, 1, &global, &wg, log_ ? "log_softmax" : "softmax");
-    if (!st) st = bn_ocl_download(o, by, 0, y, n * sizeof(float));
-    bn_ocl_release(o, bx);
-    bn_ocl_release(o, by);
-    return st;
+    st = bn_ocl_done(o, &ay, st);
+    return bn_ocl_done(o, &ax, st);
 }

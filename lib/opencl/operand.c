@@ -1,0 +1,209 @@
+/*
+ * operand.c - op operands as device memory (see ocl.h), the device-memory
+ * members of the OpenCL table (bitnet_buffer), and the failure flags of
+ * enqueued ops that the next wait reads.
+ */
+#include "ocl_impl.h"
+
+#include "../devmem.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+enum { ARG_NONE, ARG_DEV, ARG_SUB, ARG_COPY, ARG_KEPT, ARG_HOST, ARG_SCRATCH };
+
+static bitnet_status pooled(bn_ocl *o, size_t bytes, cl_mem *m)
+{
+    if (o->caps.max_alloc && bytes > o->caps.max_alloc)
+        return bn_fail(BITNET_E_DEVICE_MEMORY, "opencl: a buffer of %zu bytes exceeds the largest allocation (%llu) of %s",
+                       bytes, (unsigned long long)o->caps.max_alloc, o->caps.name);
+    return bn_ocl_alloc(o, bytes ? bytes : 4, m);
+}
+
+/* A device address: the whole buffer, a sub-buffer, or a pooled copy. */
+static bitnet_status resident(bn_ocl *o, const bn_devref *r, size_t bytes, int out, bn_ocl_arg *a)
+{
+    if (r->owner != (void *)o) return bn_fail(BITNET_E_INVALID, "opencl: a device buffer of another backend");
+    a->base = (cl_mem)r->handle;
+    a->off = r->offset;
+    if (r->offset == 0) {
+        a->kind = ARG_DEV;
+        a->m = a->base;
+        return BITNET_OK;
+    }
+    if (o->caps.base_align && r->offset % o->caps.base_align == 0) {
+        cl_buffer_region reg = {r->offset, bytes ? bytes : 1};
+        cl_int err;
+        cl_mem sub = clCreateSubBuffer(a->base, 0, CL_BUFFER_CREATE_TYPE_REGION, &reg, &err);
+        if (sub) {
+            a->kind = ARG_SUB;
+            a->m = sub;
+            return BITNET_OK;
+        }
+    }
+    bitnet_status st = pooled(o, bytes, &a->m);
+    if (st != BITNET_OK) return st;
+    a->kind = ARG_COPY;
+    if (!out && bytes) {
+        cl_int err = clEnqueueCopyBuffer(o->queue, a->base, a->m, a->off, 0, bytes, 0, NULL, NULL);
+        if (err != CL_SUCCESS) {
+            bn_ocl_release(o, a->m);
+            a->kind = ARG_NONE;
+            return bn_cl_fail(err, "clEnqueueCopyBuffer(queue, buffer, copy, offset, 0, size, ...)", __FILE__, __LINE__);
+        }
+    }
+    return BITNET_OK;
+}
+
+bitnet_status bn_ocl_in(bn_ocl *o, const void *p, size_t bytes, bn_ocl_arg *a)
+{
+    memset(a, 0, sizeof *a);
+    a->bytes = bytes;
+    bn_devref r;
+    if (p && bn_devmem_find(p, &r)) return resident(o, &r, bytes, 0, a);
+    cl_mem kept = p ? bn_ocl_kept_find(o, p, bytes) : NULL;
+    if (kept) {
+        a->kind = ARG_KEPT;
+        a->m = kept;
+        return BITNET_OK;
+    }
+    bitnet_status st = pooled(o, bytes, &a->m);
+    if (st != BITNET_OK) return st;
+    a->kind = ARG_HOST;
+    if (p && bytes && (st = bn_ocl_upload(o, a->m, 0, p, bytes)) != BITNET_OK) {
+        bn_ocl_release(o, a->m);
+        memset(a, 0, sizeof *a);
+    }
+    return st;
+}
+
+bitnet_status bn_ocl_out(bn_ocl *o, void *p, size_t bytes, bn_ocl_arg *a)
+{
+    memset(a, 0, sizeof *a);
+    a->bytes = bytes;
+    a->out = 1;
+    bn_devref r;
+    if (p && bn_devmem_find(p, &r)) return resident(o, &r, bytes, 1, a);
+    bitnet_status st = pooled(o, bytes, &a->m);
+    if (st != BITNET_OK) return st;
+    a->kind = ARG_HOST;
+    a->host = p;
+    return BITNET_OK;
+}
+
+bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a)
+{
+    memset(a, 0, sizeof *a);
+    a->bytes = bytes;
+    bitnet_status st = pooled(o, bytes, &a->m);
+    if (st == BITNET_OK) a->kind = ARG_SCRATCH;
+    return st;
+}
+
+int bn_ocl_resident(const bn_ocl_arg *a) { return a->kind == ARG_DEV || a->kind == ARG_SUB || a->kind == ARG_COPY; }
+
+bitnet_status bn_ocl_done(bn_ocl *o, bn_ocl_arg *a, bitnet_status st)
+{
+    if (a->out && st == BITNET_OK && a->bytes) {
+        if (a->kind == ARG_COPY) {
+            cl_int err = clEnqueueCopyBuffer(o->queue, a->m, a->base, 0, a->off, a->bytes, 0, NULL, NULL);
+            if (err != CL_SUCCESS)
+                st = bn_cl_fail(err, "clEnqueueCopyBuffer(queue, copy, buffer, 0, offset, size, ...)", __FILE__, __LINE__);
+        } else if (a->kind == ARG_HOST && a->host) {
+            st = bn_ocl_download(o, a->m, 0, a->host, a->bytes);
+        }
+    }
+    switch (a->kind) {
+    case ARG_SUB: clReleaseMemObject(a->m); break;
+    case ARG_COPY: case ARG_HOST: case ARG_SCRATCH: bn_ocl_release(o, a->m); break;
+    default: break;
+    }
+    memset(a, 0, sizeof *a);
+    return st;
+}
+
+/* ---- failure flags read at the next wait ---------------------------------------- */
+
+bitnet_status bn_ocl_defer_check(bn_ocl *o, cl_mem flag, const char *what)
+{
+    return bn_ocl_defer_check_n(o, flag, 1, what);
+}
+
+bitnet_status bn_ocl_defer_check_n(bn_ocl *o, cl_mem flag, size_t n, const char *what)
+{
+    if (o->nchecks == o->capchecks) {
+        const size_t cap = o->capchecks ? o->capchecks * 2 : 8;
+        bn_ocl_check *c = realloc(o->checks, cap * sizeof *c);
+        if (!c) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
+        o->checks = c;
+        o->capchecks = cap;
+    }
+    bn_ocl_check *c = &o->checks[o->nchecks++];
+    c->flag = flag;
+    c->n = n;
+    snprintf(c->what, sizeof c->what, "%s", what);
+    return BITNET_OK;
+}
+
+/* Reads every flag (the queue is idle); the first one set is the error. */
+static bitnet_status run_checks(bn_ocl *o)
+{
+    bitnet_status st = BITNET_OK;
+    for (size_t i = 0; i < o->nchecks; i++) {
+        const size_t n = o->checks[i].n;
+        cl_uint *v = st == BITNET_OK ? calloc(n, sizeof *v) : NULL;
+        if (st == BITNET_OK && !v) st = bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
+        if (v) {
+            cl_int err = clEnqueueReadBuffer(o->queue, o->checks[i].flag, CL_TRUE, 0, n * sizeof *v, v, 0, NULL, NULL);
+            if (err != CL_SUCCESS) st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, flag, CL_TRUE, ...)", __FILE__, __LINE__);
+            for (size_t j = 0; st == BITNET_OK && j < n; j++)
+                if (v[j]) st = bn_fail(BITNET_E_NUMERIC, "%s (found after the op was enqueued)", o->checks[i].what);
+            free(v);
+        }
+        bn_ocl_release(o, o->checks[i].flag);
+    }
+    o->nchecks = 0;
+    return st;
+}
+
+void bn_ocl_checks_free(bn_ocl *o)
+{
+    free(o->checks);
+    o->checks = NULL;
+    o->nchecks = o->capchecks = 0;
+}
+
+/* ---- bitnet_buffer ------------------------------------------------------------ */
+
+bitnet_status bn_ocl_buffer_alloc(void *ctx, size_t bytes, void **handle)
+{
+    bn_ocl *o = ctx;
+    cl_mem m = NULL;
+    bitnet_status st = pooled(o, bytes, &m);
+    *handle = m;
+    return st;
+}
+
+void bn_ocl_buffer_free(void *ctx, void *handle) { bn_ocl_release(ctx, (cl_mem)handle); }
+
+bitnet_status bn_ocl_buffer_write(void *ctx, void *handle, size_t offset, const void *src, size_t bytes)
+{
+    return bn_ocl_upload(ctx, (cl_mem)handle, offset, src, bytes);
+}
+
+bitnet_status bn_ocl_buffer_read(void *ctx, void *handle, size_t offset, void *dst, size_t bytes)
+{
+    bn_ocl *o = ctx;
+    bitnet_status st = bn_ocl_download(o, (cl_mem)handle, offset, dst, bytes);
+    bitnet_status c = o->nchecks ? run_checks(o) : BITNET_OK;
+    return st != BITNET_OK ? st : c;
+}
+
+bitnet_status bn_ocl_sync(void *ctx)
+{
+    bn_ocl *o = ctx;
+    bitnet_status st = bn_ocl_finish(o);
+    bitnet_status c = o->nchecks ? run_checks(o) : BITNET_OK;
+    return st != BITNET_OK ? st : c;
+}

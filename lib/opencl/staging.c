@@ -1,0 +1,202 @@
+/*
+ * staging.c - host<->device copies through pinned (page-locked) staging
+ * memory.  An upload copies the source into a staging buffer and enqueues
+ * the transfer from there, so it returns at once and the caller may reuse
+ * its memory; a staging buffer is reused when its transfer is done.  A
+ * download of more than one piece keeps two pieces in flight: the device
+ * copies piece i+1 while the host copies piece i out of staging memory.
+ * Staging buffers are created with CL_MEM_ALLOC_HOST_PTR and mapped once on
+ * a second queue, so that mapping never waits for the ops.
+ */
+#include "ocl_impl.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PIN_MIN (64u << 10)
+#define PIN_PIECE (8u << 20)   /* a download's piece; an upload's largest staging copy */
+#define PIN_CAP (256u << 20)   /* staging memory held at most (beyond it: wait for the oldest) */
+
+static int pin_free(bn_ocl_pin *p)
+{
+    if (!p->busy) return 1;
+    cl_int s = CL_QUEUED;
+    if (clGetEventInfo(p->busy, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, NULL) != CL_SUCCESS) s = CL_COMPLETE;
+    if (s != CL_COMPLETE && s >= 0) return 0;
+    clReleaseEvent(p->busy);
+    p->busy = NULL;
+    return 1;
+}
+
+static bitnet_status pin_new(bn_ocl *o, size_t size, size_t *out)
+{
+    if (o->npins == o->cappins) {
+        const size_t cap = o->cappins ? o->cappins * 2 : 8;
+        bn_ocl_pin *a = realloc(o->pins, cap * sizeof *a);
+        if (!a) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory (staging table)");
+        o->pins = a;
+        o->cappins = cap;
+    }
+    cl_int err;
+    if (!o->aux && !(o->aux = clCreateCommandQueue(o->ctx, o->device, 0, &err)))
+        return bn_cl_fail(err, "clCreateCommandQueue(ctx, device, 0, &err)", __FILE__, __LINE__);
+    cl_mem m = clCreateBuffer(o->ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, size, NULL, &err);
+    if (!m) return bn_cl_fail(err, "clCreateBuffer(ctx, CL_MEM_ALLOC_HOST_PTR, size, NULL, &err)", __FILE__, __LINE__);
+    void *ptr = clEnqueueMapBuffer(o->aux, m, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, size, 0, NULL, NULL, &err);
+    if (!ptr) {
+        clReleaseMemObject(m);
+        return bn_cl_fail(err, "clEnqueueMapBuffer(aux, staging, CL_TRUE, ...)", __FILE__, __LINE__);
+    }
+    o->pins[o->npins] = (bn_ocl_pin){m, ptr, size, NULL};
+    o->pinned_bytes += size;
+    *out = o->npins++;
+    return BITNET_OK;
+}
+
+/* A free staging buffer of at least size bytes (size <= PIN_PIECE), other
+ * than the one at index `not` (-1: any). */
+static bitnet_status pin_get(bn_ocl *o, size_t size, long not, size_t *out)
+{
+    long best = -1;
+    for (size_t i = 0; i < o->npins; i++)
+        if ((long)i != not && o->pins[i].size >= size && (best < 0 || o->pins[i].size < o->pins[best].size) &&
+            pin_free(&o->pins[i]))
+            best = (long)i;
+    if (best >= 0) {
+        *out = (size_t)best;
+        return BITNET_OK;
+    }
+    size_t want = PIN_MIN;
+    while (want < size) want *= 2;
+    if (o->pinned_bytes + want <= PIN_CAP) return pin_new(o, want, out);
+    /* at the cap: wait for a large enough one */
+    for (size_t i = 0; i < o->npins; i++)
+        if ((long)i != not && o->pins[i].size >= size) {
+            bn_ocl_pin *p = &o->pins[i];
+            cl_int err = clWaitForEvents(1, &p->busy);
+            clReleaseEvent(p->busy);
+            p->busy = NULL;
+            if (err != CL_SUCCESS) return bn_cl_fail(err, "clWaitForEvents(1, &staging)", __FILE__, __LINE__);
+            *out = i;
+            return BITNET_OK;
+        }
+    return pin_new(o, want, out); /* none that large: over the cap once */
+}
+
+void bn_ocl_staging_free(bn_ocl *o)
+{
+    for (size_t i = 0; i < o->npins; i++) {
+        bn_ocl_pin *p = &o->pins[i];
+        if (p->busy) {
+            clWaitForEvents(1, &p->busy);
+            clReleaseEvent(p->busy);
+        }
+        if (o->aux) clEnqueueUnmapMemObject(o->aux, p->m, p->ptr, 0, NULL, NULL);
+    }
+    if (o->aux) clFinish(o->aux);
+    for (size_t i = 0; i < o->npins; i++) clReleaseMemObject(o->pins[i].m);
+    free(o->pins);
+    o->pins = NULL;
+    o->npins = o->cappins = o->pinned_bytes = 0;
+    if (o->aux) clReleaseCommandQueue(o->aux);
+    o->aux = NULL;
+}
+
+bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes)
+{
+    for (size_t at = 0; at < bytes;) {
+        const size_t n = bytes - at < PIN_PIECE ? bytes - at : PIN_PIECE;
+        size_t pi;
+        bitnet_status st = pin_get(o, n, -1, &pi);
+        if (st != BITNET_OK) return st;
+        bn_ocl_pin *p = &o->pins[pi];
+        memcpy(p->ptr, (const char *)src + at, n);
+        cl_event ev = NULL;
+        cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_FALSE, offset + at, n, p->ptr, 0, NULL, &ev);
+        if (err != CL_SUCCESS)
+            return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_FALSE, offset, size, staging, ...)", __FILE__,
+                              __LINE__);
+        clRetainEvent(ev);
+        p->busy = ev;
+        if ((st = bn_ocl_pending_push(o, ev, o->op, 1, n)) != BITNET_OK) return st;
+        at += n;
+    }
+    return BITNET_OK;
+}
+
+/* Copies bytes [at, at + len) of the downloaded range out of staging memory:
+ * the first `bytes` of the range go to dst, the rest to tail. */
+static void split_copy(void *dst, size_t bytes, void *tail, size_t at, const void *from, size_t len)
+{
+    if (at < bytes) {
+        const size_t n = bytes - at < len ? bytes - at : len;
+        memcpy((char *)dst + at, from, n);
+        at += n;
+        from = (const char *)from + n;
+        len -= n;
+    }
+    if (len) memcpy((char *)tail + (at - bytes), from, len);
+}
+
+bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes)
+{
+    return bn_ocl_download_tail(o, m, offset, dst, bytes, NULL, 0);
+}
+
+bitnet_status bn_ocl_download_tail(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t dst_bytes, void *tail,
+                                   size_t tail_bytes)
+{
+    const size_t bytes = dst_bytes + tail_bytes;
+    if (bytes == 0) return bn_ocl_finish(o);
+    const size_t piece = bytes < PIN_PIECE ? bytes : PIN_PIECE, n = (bytes + piece - 1) / piece;
+    size_t pi[2] = {0, 0};
+    cl_event ev[2] = {NULL, NULL};
+    bitnet_status st = pin_get(o, piece, -1, &pi[0]);
+    if (st == BITNET_OK && n > 1) st = pin_get(o, piece, (long)pi[0], &pi[1]);
+    /* (pin_new may move the table: take the pointers after both) */
+    void *pin[2] = {st == BITNET_OK ? o->pins[pi[0]].ptr : NULL, st == BITNET_OK ? o->pins[pi[1]].ptr : NULL};
+    const double t0 = bn_now_ms();
+    for (size_t i = 0; st == BITNET_OK && i < n + 1; i++) {
+        /* enqueue piece i (non-blocking), then finish piece i - 1 */
+        if (i < n) {
+            const size_t at = i * piece, len = bytes - at < piece ? bytes - at : piece;
+            cl_int err = clEnqueueReadBuffer(o->queue, m, CL_FALSE, offset + at, len, pin[i % 2], 0, NULL,
+                                             &ev[i % 2]);
+            if (err != CL_SUCCESS) {
+                st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_FALSE, offset, size, staging, ...)",
+                                __FILE__, __LINE__);
+                break;
+            }
+        }
+        if (i > 0) {
+            const size_t j = i - 1, at = j * piece, len = bytes - at < piece ? bytes - at : piece;
+            cl_int err = clWaitForEvents(1, &ev[j % 2]);
+            clReleaseEvent(ev[j % 2]);
+            ev[j % 2] = NULL;
+            if (err != CL_SUCCESS) {
+                st = bn_cl_fail(err, "clWaitForEvents(1, &read)", __FILE__, __LINE__);
+                break;
+            }
+            split_copy(dst, dst_bytes, tail, at, pin[j % 2], len);
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) {
+            clWaitForEvents(1, &ev[k]);
+            clReleaseEvent(ev[k]);
+        }
+    if (st != BITNET_OK) {
+        bn_ocl_drain(o); /* the detail of this failure stays */
+        return st;
+    }
+    /* the queue is idle up to the last read: time what ran */
+    bn_ocl_collect(o);
+    bn_ocl_stat_transfer(o, 0, bytes, bn_now_ms() - t0);
+    return BITNET_OK;
+}
+
+void bn_ocl_drain(bn_ocl *o)
+{
+    clFinish(o->queue);
+    bn_ocl_collect(o);
+}

@@ -33,6 +33,7 @@ typedef struct {
     int no_check;
     int force_e2e;         /* --timer e2e: ignore kernel times */
     int keep_weights;      /* --keep-weights: ops with weights keep them on the device */
+    int resident;          /* --resident: operands in bitnet_buffers, one read per call */
     const char *scales;    /* --scale list */
     const char *tmpdir;    /* for the file op */
 } bench_opts;
@@ -64,8 +65,11 @@ typedef struct {
     int (*check)(bench_case *c, char *why, size_t n);
     void (*teardown)(bench_case *c);
     /* (optional) Keeps (keep = 1) or forgets (0) the weights of every set on
-     * be's device: --keep-weights (bench_keep_bufs does one operand). */
+     * be's device: --keep-weights (bench_keep_bufs does one operand); with
+     * --resident (or for a resident op) places the operands in device
+     * buffers (keep = 1) or frees them (0). */
     bitnet_status (*keep)(bench_case *c, bitnet_backend *be, int keep);
+    int resident;           /* always measured with its operands in device buffers (keep is called) */
 } bench_op;
 
 struct bench_case {

@@ -273,7 +273,7 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
         rc = row_error(row, st, "setup");
         goto out;
     }
-    if (o->keep_weights && op->keep && be) { /* before the first call: the check reads the kept copy */
+    if ((o->keep_weights || o->resident || op->resident) && op->keep && be) { /* before the first call: the check reads the kept copy */
         kept = 1;
         if ((st = op->keep(&c, be, 1))) {
             rc = row_error(row, st, "keep");

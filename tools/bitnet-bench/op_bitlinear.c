@@ -12,6 +12,7 @@
 typedef struct {
     void **t2, **d, **x, **y;
     bench_ternary t;
+    bitnet_buffer **dev; /* --resident: t2, d, x, y of each set on the device */
 } bl_state;
 
 static void bl_sizes(const bench_case *c, uint64_t *moved, uint64_t *set_bytes)
@@ -55,12 +56,39 @@ static bitnet_status bl_run(bench_case *c, bitnet_backend *be, size_t set, doubl
     bitnet_bitlinear_io io;
     (void)ms;
     bl_args(c, set, &w, &io, s->y[set]);
-    return bitnet_bitlinear(be, &w, &io);
+    if (!s->dev) return bitnet_bitlinear(be, &w, &io);
+    /* resident: everything on the device, the output read back once */
+    bitnet_buffer *const *b = s->dev + 4 * set;
+    w.t2 = bitnet_buffer_data(b[0]);
+    w.d = bitnet_buffer_data(b[1]);
+    io.x = bitnet_buffer_data(b[2]);
+    io.y = bitnet_buffer_data(b[3]);
+    bitnet_status st = bitnet_bitlinear(be, &w, &io);
+    return st ? st : bitnet_buffer_read(b[3], 0, s->y[set], bitnet_buffer_size(b[3]));
 }
 
 static bitnet_status bl_keep(bench_case *c, bitnet_backend *be, int keep)
 {
     bl_state *s = c->st;
+    if (c->opts->resident) {
+        const uint64_t xb = c->tokens * c->k * 4, yb = c->tokens * c->m * 4;
+        if (!keep) {
+            for (size_t i = 0; s->dev && i < 4 * c->nsets; i++) bitnet_buffer_free(s->dev[i]);
+            free(s->dev);
+            s->dev = NULL;
+            return BITNET_OK;
+        }
+        if (!(s->dev = calloc(4 * c->nsets, sizeof *s->dev))) return BITNET_E_NOMEM;
+        for (size_t i = 0; i < c->nsets; i++) {
+            bitnet_buffer **b = s->dev + 4 * i;
+            bitnet_status st;
+            if ((st = bitnet_buffer_upload(be, s->t2[i], s->t.t2_bytes, &b[0])) ||
+                (st = bitnet_buffer_upload(be, s->d[i], s->t.nd * 4, &b[1])) ||
+                (st = bitnet_buffer_upload(be, s->x[i], xb, &b[2])) || (st = bitnet_buffer_create(be, yb, &b[3])))
+                return st;
+        }
+        return bitnet_backend_sync(be);
+    }
     bitnet_status st = bench_keep_bufs(be, keep, s->t2, c->nsets, s->t.t2_bytes);
     if (st == BITNET_OK || !keep) st = bench_keep_bufs(be, keep, s->d, c->nsets, s->t.nd * 4);
     return st;

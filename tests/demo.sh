@@ -57,5 +57,9 @@ if bitnet-info --devices 2>/dev/null | grep -q 'opencl:0'; then
 else
     echo "no OpenCL device: skipping the OpenCL run"
 fi
+say "4. the same network end to end with every tensor on the device (bitnet-bench --op mlp)"
+devs=cpu
+bitnet-info --devices 2>/dev/null | grep -q 'opencl:0' && devs=cpu,opencl
+bitnet-bench --op mlp --net "$q" --tokens 1,4 --device "$devs" --min-time 0.2 --format md
 printf "predicted classes for stroke drawings of 0, 1, 4, 7 (synthetic inputs, and a network trained\nwith its own BitLinear variant: this shows the pipeline, not the model's accuracy):\n"
 od -An -v -td8 -j128 "$work/pred-cpu.npy"

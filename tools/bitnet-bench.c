@@ -113,6 +113,7 @@ int main(int argc, char **argv)
     struct arg_lit *a_nocheck = arg_lit0(NULL, "no-check", "skip the reference checks");
     struct arg_lit *a_keep =
         arg_lit0(NULL, "keep-weights", "bitlinear, matmul_f32: weights stay on the device (no upload per call)");
+    struct arg_file *a_net = arg_file0(NULL, "net", "FILE", "the ternary MLP the mlp op runs end to end (layers.N.*)");
     struct arg_lit *a_resident =
         arg_lit0(NULL, "resident", "bitlinear: inputs, weights and outputs in device buffers, one read per call");
     struct arg_str *a_format = arg_str0(NULL, "format", "table|md|csv|json|jsonl", "output format (default table)");
@@ -123,7 +124,7 @@ int main(int argc, char **argv)
     struct arg_lit *a_list = arg_lit0(NULL, "list-devices", "list devices (as bitnet-info --devices) and exit");
     struct arg_end *end = arg_end(20);
     void *table[] = {a_op, a_shape, a_sweep, a_model, a_tokens, a_scale, dev.device, dev.threads, a_base, a_reps,
-                     a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_keep, a_resident,
+                     a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_keep, a_resident, a_net,
                      a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
                      std.verbose, std.force, end};
     bench_devices devs = {0};
@@ -157,6 +158,7 @@ int main(int argc, char **argv)
     o.no_check = a_nocheck->count > 0;
     o.keep_weights = a_keep->count > 0;
     o.resident = a_resident->count > 0;
+    if (a_net->count) o.net = a_net->filename[0];
     o.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     if (o.min_reps < 1 || o.min_time_s < 0 || o.warmup < 0 || o.max_reps < o.min_reps || o.max_mem == 0 ||
         o.roof_bytes == 0 || (a_seed->count && a_seed->ival[0] < 0)) {

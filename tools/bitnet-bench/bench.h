@@ -36,6 +36,7 @@ typedef struct {
     int resident;          /* --resident: operands in bitnet_buffers, one read per call */
     const char *scales;    /* --scale list */
     const char *tmpdir;    /* for the file op */
+    const char *net;       /* --net: the network of the mlp op */
 } bench_opts;
 
 typedef struct bench_case bench_case;
@@ -70,6 +71,7 @@ typedef struct {
      * buffers (keep = 1) or frees them (0). */
     bitnet_status (*keep)(bench_case *c, bitnet_backend *be, int keep);
     int resident;           /* always measured with its operands in device buffers (keep is called) */
+    int net;                /* runs the --net network: once per device and token count, no shapes */
 } bench_op;
 
 struct bench_case {

@@ -273,6 +273,10 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
         rc = row_error(row, st, "setup");
         goto out;
     }
+    if (op->net) { /* the network's size is known now */
+        op->sizes(&c, &moved, &set_bytes);
+        row->bytes = (double)moved;
+    }
     if ((o->keep_weights || o->resident || op->resident) && op->keep && be) { /* before the first call: the check reads the kept copy */
         kept = 1;
         if ((st = op->keep(&c, be, 1))) {

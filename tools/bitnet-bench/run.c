@@ -128,8 +128,21 @@ int bench_run(const bench_plan *p, const bench_opts *o, bench_devices *d, bench_
             for (size_t j = 0; j < d->n; j++) on_cpu += strncmp(d->dev[j].spec, "cpu", 3) == 0;
             if (on_cpu == d->n) msg_warn("%s: not run on the CPU backend (no host<->device copies)", op->name);
         }
+        if (op->net && !o->net) {
+            msg_warn("%s: needs --net FILE, skipped", op->name);
+            continue;
+        }
         for (size_t j = 0; j < (op->host_only ? 1 : d->n); j++) {
             if (op->device_only && strncmp(d->dev[j].spec, "cpu", 3) == 0) continue;
+            if (op->net) { /* one configuration per token count; the shape names the file */
+                for (size_t t = 0; t < p->ntok; t++) {
+                    int rc = measure(rows, op, o, d->be[j], d->dev[j].spec, (int)j, 1, 1, p->tokens[t], "", d);
+                    const char *base = strrchr(o->net, '/');
+                    snprintf(rows->v[rows->n - 1].shape, sizeof rows->v[0].shape, "%.63s", base ? base + 1 : o->net);
+                    if (rc > worst) worst = rc;
+                }
+                continue;
+            }
             for (size_t s = 0; s < p->nshapes; s++)
                 for (size_t v = 0; v < p->nvar[i]; v++)
                     for (size_t t = 0; t < (op->uses_tokens ? p->ntok : 1); t++) {

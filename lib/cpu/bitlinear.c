@@ -190,6 +190,7 @@ static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
      * (pairwise layout); AVX-512BW without VNNI uses the AVX2 set. */
     if (simd >= BN_SIMD_AVX2 && simd < BN_SIMD_AVX512_VNNI && group) return &kern_avx2;
     switch (simd) {
+    case BN_SIMD_AMX:
     case BN_SIMD_AVX512_VNNI: return &kern_vnni;
     case BN_SIMD_AVX512: return &kern_avx512;
     case BN_SIMD_AVX2: return &kern_avx2;
@@ -217,6 +218,11 @@ typedef struct {
     int32_t *xgrp;     /* group scales: sum of x per group, tokens * ngroups */
     float *y;          /* tokens x out (io->y or scratch) */
     int failed;        /* set by a worker: 1 not finite, 2 out of memory */
+    /* many tokens on tiles (NULL: not used) */
+    bn_t2_tiles_fn tiles;
+    int8_t *xpack;     /* ntt x nsteps tiles of 1 KiB */
+    uint64_t ntt;
+    size_t nsteps;
     /* rows in pieces handed out in order to whichever thread asks next */
     bn_range_fn rows_fn;
     uint64_t piece_rows, npieces, next_piece;
@@ -456,6 +462,62 @@ static void rows_group(void *arg, uint64_t begin, uint64_t end)
     free(sub);
 }
 
+/* ---- many tokens on INT8 tiles (AMX, or its plain-C emulation) --------------- */
+
+/* Tiles from this many tokens up: 8 tokens fill half of a 16-token tile,
+ * which AMX still does several times faster than VNNI. */
+#define BL_TILES_MIN_TOKENS 8
+
+/* Packs steps [begin, end) of 64 columns of every token tile (see
+ * bn_t2_tiles_fn) from natural-layout rows; tokens past T are zero. */
+static void tiles_pack(void *arg, uint64_t begin, uint64_t end)
+{
+    bl_job *j = arg;
+    const uint64_t T = j->io->tokens;
+    const int8_t *nat = j->k->pair_layout ? j->xnat : j->xq;
+    for (uint64_t q = 0; q < j->ntt; q++)
+        for (uint64_t s = begin; s < end; s++) {
+            int8_t *tile = j->xpack + (q * j->nsteps + s) * 1024;
+            for (uint64_t n = 0; n < 16; n++) {
+                const uint64_t t = 16 * q + n;
+                for (int r = 0; r < 16; r++) {
+                    if (t < T) memcpy(tile + 64 * r + 4 * n, nat + t * j->xstride + 64 * s + 4 * r, 4);
+                    else memset(tile + 64 * r + 4 * n, 0, 4);
+                }
+            }
+        }
+}
+
+static void rows_tiles(void *arg, uint64_t begin, uint64_t end)
+{
+    bl_job *j = arg;
+    const size_t ld = (size_t)j->ntt * 16;
+    int32_t *acc = malloc((size_t)(end - begin) * ld * sizeof(int32_t));
+    if (!acc) {
+        set_failed(j, 2);
+        return;
+    }
+    j->tiles(j->w->t2 + begin * j->rb, j->rb, end - begin, j->xpack, j->ntt, j->nsteps, acc, ld);
+    for (uint64_t o = begin; o < end; o++) emit(j, o, 0, j->io->tokens, acc + (o - begin) * ld);
+    free(acc);
+}
+
+/* The tile function for this call, or NULL. */
+static bn_t2_tiles_fn pick_tiles(const bn_cpu *cpu, uint64_t tokens, int group)
+{
+#if defined(__x86_64__)
+    if (group || tokens < BL_TILES_MIN_TOKENS) return NULL;
+    if (cpu->simd == BN_SIMD_AMX) return bn_t2_tiles_amx;
+    const char *emu = getenv("BITNET_AMX_EMULATE");
+    if (emu && strcmp(emu, "1") == 0 && cpu->simd >= BN_SIMD_AVX2) return bn_t2_tiles_emu;
+#else
+    (void)cpu;
+    (void)tokens;
+    (void)group;
+#endif
+    return NULL;
+}
+
 /* Each thread takes the next piece of rows until none is left: a thread
  * that starts late (woken late, or preempted by another process) takes
  * fewer pieces instead of holding up the call. */
@@ -527,11 +589,22 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     }
     bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
     if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }
+    j.tiles = pick_tiles(cpu, T, group);
+    if (j.tiles) {
+        size_t pbytes;
+        j.ntt = (T + 15) / 16;
+        j.nsteps = j.nblocks * 2;
+        if (bn_mul_size(j.nsteps * 1024, (size_t)j.ntt, &pbytes) || !(j.xpack = alloc64(pbytes))) {
+            st = bn_fail(BITNET_E_NOMEM, "bitlinear: packed activations");
+            goto out;
+        }
+        bn_parallel_for(cpu->pool, j.nsteps, 64, tiles_pack, &j);
+    }
     uint64_t piece = BL_PIECE, wbytes = out * j.rb, per = 4 * (uint64_t)bn_pool_threads(cpu->pool);
     if (wbytes / per < piece) piece = wbytes / per;
-    j.rows_fn = group ? rows_group : rows_tensor_row;
-    /* a multiple of 8: whole passes of the two-row kernel and of the 8-row group chains */
-    j.piece_rows = (piece / j.rb + 8) & ~(uint64_t)7;
+    j.rows_fn = j.tiles ? rows_tiles : group ? rows_group : rows_tensor_row;
+    /* a multiple of 16: whole tiles, whole passes of the two-row kernel and of the 8-row group chains */
+    j.piece_rows = (piece / j.rb + 16) & ~(uint64_t)15;
     j.npieces = (out + j.piece_rows - 1) / j.piece_rows;
     bn_parallel_for(cpu->pool, j.npieces, 1, rows_dynamic, &j);
     if (j.failed) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: partial sums"); goto out; }
@@ -550,6 +623,7 @@ out:
     free(j.xsub);
     free(j.xtot);
     free(j.xgrp);
+    free(j.xpack);
     free(yscratch);
     return st;
 }

@@ -88,4 +88,18 @@ void bn_t2_gemv_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t 
 void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 #endif
 
+/* Many tokens on INT8 tiles (bitlinear_tiles.h): acc[r * ldacc + t] = sum of
+ * code * x over the columns, rows [0, nr) of t2, tokens [0, 16 ntt) packed
+ * by the caller as ntt x nsteps tiles of 1 KiB (byte 64 r + 4 n + i of tile
+ * (q, s) = x[16 q + n][64 s + 4 r + i]).  _amx on the hardware, _emu in
+ * plain C (both need AVX2 for the weight decode). */
+typedef void (*bn_t2_tiles_fn)(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt,
+                               size_t nsteps, int32_t *acc, size_t ldacc);
+#if defined(__x86_64__)
+void bn_t2_tiles_amx(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
+                     int32_t *acc, size_t ldacc);
+void bn_t2_tiles_emu(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
+                     int32_t *acc, size_t ldacc);
+#endif
+
 #endif

@@ -598,7 +598,7 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
             st = bn_fail(BITNET_E_NOMEM, "bitlinear: packed activations");
             goto out;
         }
-        bn_parallel_for(cpu->pool, j.nsteps, 64, tiles_pack, &j);
+        bn_parallel_for(cpu->pool, j.nsteps, 4, tiles_pack, &j);
     }
     uint64_t piece = BL_PIECE, wbytes = out * j.rb, per = 4 * (uint64_t)bn_pool_threads(cpu->pool);
     if (wbytes / per < piece) piece = wbytes / per;

@@ -53,9 +53,10 @@ ifneq ($(filter x86_64%,$(ARCH)),)
 SIMD_AVX2   := -mavx2 -mfma -mf16c
 SIMD_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
 SIMD_VNNI   := $(SIMD_AVX512) -mavx512vnni
+SIMD_AMX    := $(SIMD_VNNI) -mamx-tile -mamx-int8
 LIB_SRC  := $(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c)
 else
-LIB_SRC  := $(filter-out %_avx2.c %_avx512.c %_vnni.c,$(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c))
+LIB_SRC  := $(filter-out %_avx2.c %_avx512.c %_vnni.c %_amx.c,$(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c))
 endif
 
 KERNELS  := $(sort $(wildcard kernels/*.cl))
@@ -91,6 +92,7 @@ $(BUILD)/%.o: %.c
 $(BUILD)/lib/cpu/%_avx2.o: EXTRA_CFLAGS := $(SIMD_AVX2)
 $(BUILD)/lib/cpu/%_avx512.o: EXTRA_CFLAGS := $(SIMD_AVX512)
 $(BUILD)/lib/cpu/%_vnni.o: EXTRA_CFLAGS := $(SIMD_VNNI)
+$(BUILD)/lib/cpu/%_amx.o: EXTRA_CFLAGS := $(SIMD_AMX)
 
 # OpenCL sources are embedded as byte arrays (C has no raw strings).
 $(GEN_SRC): $(KERNELS) kernels/embed.sh

@@ -116,6 +116,7 @@ int main(int argc, char **argv)
     struct arg_file *a_net = arg_file0(NULL, "net", "FILE", "the ternary MLP the mlp op runs end to end (layers.N.*)");
     struct arg_lit *a_resident =
         arg_lit0(NULL, "resident", "bitlinear: inputs, weights and outputs in device buffers, one read per call");
+    struct arg_lit *a_energy = arg_lit0(NULL, "energy", "read energy counters (RAPL, NVML) around each configuration");
     struct arg_str *a_format = arg_str0(NULL, "format", "table|md|csv|json|jsonl", "output format (default table)");
     struct arg_file *a_out = arg_file0("o", "output", "FILE", "write results to FILE (default stdout)");
     struct arg_file *a_plot = arg_file0(NULL, "plot", "FILE.png|FILE.svg", "plot GB/s against size with gnuplot");
@@ -125,7 +126,7 @@ int main(int argc, char **argv)
     struct arg_end *end = arg_end(20);
     void *table[] = {a_op, a_shape, a_sweep, a_model, a_tokens, a_scale, dev.device, dev.threads, a_base, a_reps,
                      a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_keep, a_resident, a_net,
-                     a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
+                     a_energy, a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
                      std.verbose, std.force, end};
     bench_devices devs = {0};
     bench_rows rows = {0};
@@ -159,6 +160,7 @@ int main(int argc, char **argv)
     o.keep_weights = a_keep->count > 0;
     o.resident = a_resident->count > 0;
     if (a_net->count) o.net = a_net->filename[0];
+    o.energy = a_energy->count > 0;
     o.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     if (o.min_reps < 1 || o.min_time_s < 0 || o.warmup < 0 || o.max_reps < o.min_reps || o.max_mem == 0 ||
         o.roof_bytes == 0 || (a_seed->count && a_seed->ival[0] < 0)) {
@@ -213,6 +215,14 @@ int main(int argc, char **argv)
     }
 
     /* measure: rooflines first, then every configuration, then comparisons */
+    if (o.energy) {
+        /* counters tick every millisecond (RAPL) to every 100 ms (NVML): time enough calls */
+        if (o.min_time_s < 2.0) o.min_time_s = 2.0;
+        bench_progress("idle power", "", "");
+        bench_energy_open(2.0);
+        if (*bench_energy_sources()) msg_info("energy counters: %s", bench_energy_sources());
+        else msg_warn("--energy: no energy counter exposed here (no readable RAPL under /sys/class/powercap, no NVML)");
+    }
     bench_rooflines(&devs, o.roof_bytes, !a_roof->count);
     worst = bench_run(plan, &o, &devs, &rows);
     rc = bench_compare(a_base->count ? a_base->sval[0] : "cpu", &o, &devs, &rows);
@@ -221,6 +231,7 @@ int main(int argc, char **argv)
     rc = report(out_path, fmt, plot, &rows, &devs);
     if (!rc) rc = worst;
 cleanup:
+    bench_energy_close();
     bench_devices_close(&devs);
     free(rows.v);
     free(plan);

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const simd_names[] = {"scalar", "avx2", "avx512", "avx512-vnni"};
+static const char *const simd_names[] = {"scalar", "avx2", "avx512", "avx512-vnni", "amx"};
 
 static bn_simd simd_hardware(void)
 {
@@ -23,6 +23,7 @@ static bn_simd simd_hardware(void)
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
             l = BN_SIMD_AVX512;
             if (__builtin_cpu_supports("avx512vnni")) l = BN_SIMD_AVX512_VNNI;
+            if (l == BN_SIMD_AVX512_VNNI && bn_amx_usable()) l = BN_SIMD_AMX;
         }
     }
 #endif
@@ -38,7 +39,7 @@ bn_simd bn_cpu_simd(void)
     bn_simd hw = simd_hardware();
     const char *cap = getenv("BITNET_SIMD");
     if (cap && *cap)
-        for (int i = 0; i <= BN_SIMD_AVX512_VNNI; i++)
+        for (int i = 0; i <= BN_SIMD_AMX; i++)
             if (strcmp(cap, simd_names[i]) == 0) return (bn_simd)i < hw ? (bn_simd)i : hw;
     return hw;
 }

@@ -29,7 +29,11 @@
  * a single sequential stream per thread (two rows at once, two streams
  * 3.5 KiB apart, read at about half the speed: 0.94 ms); and the rows split
  * into pieces that threads take as they come (BL_PIECE), so that a thread
- * woken late or preempted does not hold up the call.
+ * woken late or preempted does not hold up the call.  A fourth decided
+ * most of all on a Zen 4 VM with 4 KiB pages: the hardware prefetcher alone
+ * kept too few lines in flight for this loop (one thread read W at 10 GB/s
+ * against a read roofline of 24 GB/s); the one-token kernel now prefetches
+ * into L2 24 KiB ahead inside its piece (see bitlinear_vnni.c).
  *
  * Group scales take sums per 32-column sub-block (the kernels' dot_sub),
  * integer sums per group, then the float chain of the definition, which is
@@ -166,11 +170,17 @@ void bn_t2_dot_sub_scalar(const uint8_t *w, const int8_t *x, size_t nblocks, int
         }
 }
 
-static const bn_t2_kernels kern_scalar = {"scalar", bn_quant_row_scalar, bn_t2_dot_scalar, bn_t2_dot_sub_scalar, NULL, 4, 0, NULL};
+static const bn_t2_kernels kern_scalar = {.name = "scalar", .quant_row = bn_quant_row_scalar, .dot = bn_t2_dot_scalar,
+                                          .dot_sub = bn_t2_dot_sub_scalar, .tokens_per_pass = 4};
 #if defined(__x86_64__)
-static const bn_t2_kernels kern_avx2 = {"avx2", bn_quant_row_avx2, bn_t2_dot_avx2, bn_t2_dot_sub_avx2, NULL, 4, 0, bn_group_chains8_avx2};
-static const bn_t2_kernels kern_avx512 = {"avx512", bn_quant_row_avx2, bn_t2_dot_avx512, bn_t2_dot_sub_avx2, NULL, 8, 1, NULL};
-static const bn_t2_kernels kern_vnni = {"avx512-vnni", bn_quant_row_avx2, bn_t2_dot_vnni, bn_t2_dot_sub_vnni, bn_t2_dot2_vnni, 8, 1, bn_group_chains8_avx2};
+static const bn_t2_kernels kern_avx2 = {.name = "avx2", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx2,
+                                        .dot_sub = bn_t2_dot_sub_avx2, .tokens_per_pass = 4,
+                                        .chains8 = bn_group_chains8_avx2};
+static const bn_t2_kernels kern_avx512 = {.name = "avx512", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx512,
+                                          .dot_sub = bn_t2_dot_sub_avx2, .tokens_per_pass = 8, .pair_layout = 1};
+static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_vnni,
+                                        .dot_sub = bn_t2_dot_sub_vnni, .dot2 = bn_t2_dot2_vnni, .gemv = bn_t2_gemv_vnni,
+                                        .tokens_per_pass = 8, .pair_layout = 1, .chains8 = bn_group_chains8_avx2};
 #endif
 
 static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
@@ -180,6 +190,7 @@ static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
      * (pairwise layout); AVX-512BW without VNNI uses the AVX2 set. */
     if (simd >= BN_SIMD_AVX2 && simd < BN_SIMD_AVX512_VNNI && group) return &kern_avx2;
     switch (simd) {
+    case BN_SIMD_AMX:
     case BN_SIMD_AVX512_VNNI: return &kern_vnni;
     case BN_SIMD_AVX512: return &kern_avx512;
     case BN_SIMD_AVX2: return &kern_avx2;
@@ -207,6 +218,11 @@ typedef struct {
     int32_t *xgrp;     /* group scales: sum of x per group, tokens * ngroups */
     float *y;          /* tokens x out (io->y or scratch) */
     int failed;        /* set by a worker: 1 not finite, 2 out of memory */
+    /* many tokens on tiles (NULL: not used) */
+    bn_t2_tiles_fn tiles;
+    int8_t *xpack;     /* ntt x nsteps tiles of 1 KiB */
+    uint64_t ntt;
+    size_t nsteps;
     /* rows in pieces handed out in order to whichever thread asks next */
     bn_range_fn rows_fn;
     uint64_t piece_rows, npieces, next_piece;
@@ -277,10 +293,18 @@ static size_t chunk_blocks(const bl_job *j)
 }
 
 /* Integer sums of rows [begin, end) over blocks [c0, c0 + nb) for all tokens,
- * added into part[(o - begin) * T + t]. */
-static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0, size_t nb, int32_t *part)
+ * added into part[(o - begin) * T + t].  One token with whole rows goes to
+ * the prefetching gemv kernel, which may prefetch up to the end of row
+ * pf_end (the end of the caller's piece). */
+static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0, size_t nb, int32_t *part,
+                       uint64_t pf_end)
 {
     const uint64_t T = j->io->tokens;
+    if (T == 1 && j->k->gemv && c0 == 0 && nb == j->nblocks) {
+        const uint8_t *last = j->w->t2 + pf_end * j->rb - 1;
+        for (uint64_t o = begin; o < end; o++) j->k->gemv(j->w->t2 + o * j->rb, j->xq, nb, part + (o - begin), last);
+        return;
+    }
     const int tpp = j->k->tokens_per_pass;
     int32_t acc[BN_T2_MAXT], acc1[BN_T2_MAXT];
     for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
@@ -338,9 +362,9 @@ static void rows_tensor_row(void *arg, uint64_t begin, uint64_t end)
         memset(part, 0, (size_t)((r1 - r0) * T) * sizeof(int32_t));
         if (cb)
             for (size_t c0 = 0; c0 < j->nblocks; c0 += cb)
-                sums_chunk(j, r0, r1, c0, j->nblocks - c0 < cb ? j->nblocks - c0 : cb, part);
+                sums_chunk(j, r0, r1, c0, j->nblocks - c0 < cb ? j->nblocks - c0 : cb, part, end);
         else
-            sums_chunk(j, r0, r1, 0, j->nblocks, part);
+            sums_chunk(j, r0, r1, 0, j->nblocks, part, end);
         for (uint64_t o = r0; o < r1; o++) emit(j, o, 0, T, part + (o - r0) * T);
     }
     free(part);
@@ -438,6 +462,62 @@ static void rows_group(void *arg, uint64_t begin, uint64_t end)
     free(sub);
 }
 
+/* ---- many tokens on INT8 tiles (AMX, or its plain-C emulation) --------------- */
+
+/* Tiles from this many tokens up: 8 tokens fill half of a 16-token tile,
+ * which AMX still does several times faster than VNNI. */
+#define BL_TILES_MIN_TOKENS 8
+
+/* Packs steps [begin, end) of 64 columns of every token tile (see
+ * bn_t2_tiles_fn) from natural-layout rows; tokens past T are zero. */
+static void tiles_pack(void *arg, uint64_t begin, uint64_t end)
+{
+    bl_job *j = arg;
+    const uint64_t T = j->io->tokens;
+    const int8_t *nat = j->k->pair_layout ? j->xnat : j->xq;
+    for (uint64_t q = 0; q < j->ntt; q++)
+        for (uint64_t s = begin; s < end; s++) {
+            int8_t *tile = j->xpack + (q * j->nsteps + s) * 1024;
+            for (uint64_t n = 0; n < 16; n++) {
+                const uint64_t t = 16 * q + n;
+                for (int r = 0; r < 16; r++) {
+                    if (t < T) memcpy(tile + 64 * r + 4 * n, nat + t * j->xstride + 64 * s + 4 * r, 4);
+                    else memset(tile + 64 * r + 4 * n, 0, 4);
+                }
+            }
+        }
+}
+
+static void rows_tiles(void *arg, uint64_t begin, uint64_t end)
+{
+    bl_job *j = arg;
+    const size_t ld = (size_t)j->ntt * 16;
+    int32_t *acc = malloc((size_t)(end - begin) * ld * sizeof(int32_t));
+    if (!acc) {
+        set_failed(j, 2);
+        return;
+    }
+    j->tiles(j->w->t2 + begin * j->rb, j->rb, end - begin, j->xpack, j->ntt, j->nsteps, acc, ld);
+    for (uint64_t o = begin; o < end; o++) emit(j, o, 0, j->io->tokens, acc + (o - begin) * ld);
+    free(acc);
+}
+
+/* The tile function for this call, or NULL. */
+static bn_t2_tiles_fn pick_tiles(const bn_cpu *cpu, uint64_t tokens, int group)
+{
+#if defined(__x86_64__)
+    if (group || tokens < BL_TILES_MIN_TOKENS) return NULL;
+    if (cpu->simd == BN_SIMD_AMX) return bn_t2_tiles_amx;
+    const char *emu = getenv("BITNET_AMX_EMULATE");
+    if (emu && strcmp(emu, "1") == 0 && cpu->simd >= BN_SIMD_AVX2) return bn_t2_tiles_emu;
+#else
+    (void)cpu;
+    (void)tokens;
+    (void)group;
+#endif
+    return NULL;
+}
+
 /* Each thread takes the next piece of rows until none is left: a thread
  * that starts late (woken late, or preempted by another process) takes
  * fewer pieces instead of holding up the call. */
@@ -462,8 +542,12 @@ static void requant_tokens(void *arg, uint64_t begin, uint64_t end)
         if (j->k->quant_row(j->y + t * out, out, out, j->io->yq + t * out, &j->io->ys[t])) set_failed(j, 1);
 }
 
+/* Pieces of about BL_PIECE bytes of weights, but at least 4 per thread.
+ * The one-token kernel prefetches ahead only inside its piece, so each piece
+ * starts cold: with 64 KiB pieces 2 threads took 0.86-1.17 ms (median) for
+ * 4096 x 14336 against 0.53-1.05 ms with 1 MiB pieces (busy 2-core VM). */
 #ifndef BL_PIECE
-#define BL_PIECE 65536
+#define BL_PIECE (1u << 20)
 #endif
 
 static void *alloc64(size_t n)
@@ -505,10 +589,22 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     }
     bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
     if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }
-    /* a piece should cover about BL_PIECE bytes of weights */
-    j.rows_fn = group ? rows_group : rows_tensor_row;
-    /* a multiple of 8: whole passes of the two-row kernel and of the 8-row group chains */
-    j.piece_rows = (BL_PIECE / j.rb + 8) & ~(uint64_t)7;
+    j.tiles = pick_tiles(cpu, T, group);
+    if (j.tiles) {
+        size_t pbytes;
+        j.ntt = (T + 15) / 16;
+        j.nsteps = j.nblocks * 2;
+        if (bn_mul_size(j.nsteps * 1024, (size_t)j.ntt, &pbytes) || !(j.xpack = alloc64(pbytes))) {
+            st = bn_fail(BITNET_E_NOMEM, "bitlinear: packed activations");
+            goto out;
+        }
+        bn_parallel_for(cpu->pool, j.nsteps, 4, tiles_pack, &j);
+    }
+    uint64_t piece = BL_PIECE, wbytes = out * j.rb, per = 4 * (uint64_t)bn_pool_threads(cpu->pool);
+    if (wbytes / per < piece) piece = wbytes / per;
+    j.rows_fn = j.tiles ? rows_tiles : group ? rows_group : rows_tensor_row;
+    /* a multiple of 16: whole tiles, whole passes of the two-row kernel and of the 8-row group chains */
+    j.piece_rows = (piece / j.rb + 16) & ~(uint64_t)15;
     j.npieces = (out + j.piece_rows - 1) / j.piece_rows;
     bn_parallel_for(cpu->pool, j.npieces, 1, rows_dynamic, &j);
     if (j.failed) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: partial sums"); goto out; }
@@ -527,6 +623,7 @@ out:
     free(j.xsub);
     free(j.xtot);
     free(j.xgrp);
+    free(j.xpack);
     free(yscratch);
     return st;
 }

@@ -55,6 +55,9 @@ typedef void (*bn_t2_dot_fn)(const uint8_t *w, const int8_t *x, size_t xstride, 
 /* dot2 (optional): the same for two rows w0, w1 at once (acc0, acc1). */
 typedef void (*bn_t2_dot2_fn)(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt,
                               size_t nblocks, int32_t *acc0, int32_t *acc1);
+/* gemv (optional): dot for one token, prefetching the weight stream ahead
+ * but never past pf_last (the last byte the caller's rows reach). */
+typedef void (*bn_t2_gemv_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 typedef void (*bn_t2_dot_sub_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 
 typedef struct {
@@ -63,6 +66,7 @@ typedef struct {
     bn_t2_dot_fn dot;
     bn_t2_dot_sub_fn dot_sub;
     bn_t2_dot2_fn dot2;   /* (optional) */
+    bn_t2_gemv_fn gemv;   /* (optional) */
     int tokens_per_pass;  /* nt per dot call (<= BN_T2_MAXT) */
     int pair_layout;      /* 1: x rows use the AVX-512 pairwise layout (see bitlinear.c) */
     /* (optional) group scales: the float chains of 8 rows (bitlinear.c) */
@@ -80,7 +84,22 @@ void bn_t2_dot_avx512(const uint8_t *w, const int8_t *x, size_t xstride, int nt,
 void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt, size_t nblocks,
                      int32_t *acc0, int32_t *acc1);
 void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_gemv_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
+#endif
+
+/* Many tokens on INT8 tiles (bitlinear_tiles.h): acc[r * ldacc + t] = sum of
+ * code * x over the columns, rows [0, nr) of t2, tokens [0, 16 ntt) packed
+ * by the caller as ntt x nsteps tiles of 1 KiB (byte 64 r + 4 n + i of tile
+ * (q, s) = x[16 q + n][64 s + 4 r + i]).  _amx on the hardware, _emu in
+ * plain C (both need AVX2 for the weight decode). */
+typedef void (*bn_t2_tiles_fn)(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt,
+                               size_t nsteps, int32_t *acc, size_t ldacc);
+#if defined(__x86_64__)
+void bn_t2_tiles_amx(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
+                     int32_t *acc, size_t ldacc);
+void bn_t2_tiles_emu(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
+                     int32_t *acc, size_t ldacc);
 #endif
 
 #endif

@@ -8,9 +8,12 @@
 
 #include "../backend.h"
 
-typedef enum { BN_SIMD_SCALAR = 0, BN_SIMD_AVX2, BN_SIMD_AVX512, BN_SIMD_AVX512_VNNI } bn_simd;
-/* Detected once; BITNET_SIMD=scalar|avx2|avx512|avx512-vnni caps it (tests use it). */
+/* amx: AVX-512 VNNI plus AMX INT8 tiles that the kernel let this process use. */
+typedef enum { BN_SIMD_SCALAR = 0, BN_SIMD_AVX2, BN_SIMD_AVX512, BN_SIMD_AVX512_VNNI, BN_SIMD_AMX } bn_simd;
+/* Detected once; BITNET_SIMD=scalar|avx2|avx512|avx512-vnni|amx caps it (tests use it). */
 bn_simd bn_cpu_simd(void);
+/* amx.c: nonzero when the CPU has AMX-INT8 and Linux granted the tile state. */
+int bn_amx_usable(void);
 
 /* Thread pool (pthreads).  fn(arg, begin, end) is called over [0, n) split
  * into contiguous ranges of at least `grain` items; runs inline when one

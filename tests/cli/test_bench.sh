@@ -152,6 +152,24 @@ cp "$T/out" "$T/r1.csv"
 check "--from: every saved row" test "$(tail -n +2 "$T/r1.csv" | wc -l)" -eq "$(grep -o '"op":' "$T/r.json" | wc -l)"
 bitnet-bench --from "$T/r.json" --format json 2>/dev/null | bitnet-bench --from - --format csv >"$T/r2.csv" 2>/dev/null
 check "--from: json survives a round trip unchanged" cmp -s "$T/r1.csv" "$T/r2.csv"
+# --energy: the columns are there in every format; with no counter exposed
+# (no readable RAPL, no NVML) they are empty and a note says why
+EN="--op bitlinear --shape 17x300 --tokens 3 --scale row --max-reps 2 --energy"
+expect_rc 0 "--energy csv" bench $EN --format csv
+check "--energy csv: energy columns" sh -c "head -1 '$T/out' | grep -q ',watts,idle_watts,j_op,j_op_above_idle,j_token,j_token_above_idle\$'"
+if [ -r /sys/class/powercap/intel-rapl:0/energy_uj ]; then
+    check "--energy csv: watts with RAPL" sh -c "tail -1 '$T/out' | awk -F, '\$23 > 0 {ok=1} END {exit !ok}'"
+else
+    check "--energy csv: empty cells and a note without RAPL" sh -c "tail -1 '$T/out' | grep -q 'no energy counter for cpu.*,,,,,,\$'"
+fi
+expect_rc 0 "--energy table" bench $EN
+expect_out "mJ/token>idle" "--energy table: energy columns"
+bench $EN --format json -o "$T/e.json" 2>/dev/null
+check "--energy json: fields" grep -q '"j_token_above_idle"' "$T/e.json"
+expect_rc 0 "--energy md from json" bitnet-bench --from "$T/e.json" --format md
+expect_out "mJ/op>idle" "--energy md: energy columns"
+expect_rc 0 "no --energy: table" bench --op bitlinear --shape 17x300 --tokens 3 --scale row
+check "no --energy: no energy columns" sh -c "! grep -q 'mJ/op' '$T/out'"
 if command -v gnuplot >/dev/null 2>&1; then
     expect_rc 0 "--from with --plot" bitnet-bench --from "$T/r.json" --plot "$T/r.svg"
     check "--from: plot written" grep -q '<svg' "$T/r.svg"

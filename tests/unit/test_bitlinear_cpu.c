@@ -8,7 +8,11 @@
  *     up to 4095 blocks per row and shifts beyond: worst-case magnitudes on
  *     both sides of the limit, checked against integers computed here;
  *   - weights and inputs at odd addresses;
- *   - many calls in a row (the thread pool's spinning hand-off).
+ *   - many calls in a row (the thread pool's spinning hand-off);
+ *   - the tiled path for 8 tokens and more (AMX, bitlinear_tiles.h): its
+ *     tile function alone against sums computed here, emulated in plain C
+ *     and, where the CPU has AMX, natively; and every public call with
+ *     BITNET_AMX_EMULATE=1 against bitnet_bitlinear_ref.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +26,7 @@
 #include <time.h>
 
 #include "bitnet.h"
+#include "cpu/bitlinear.h"
 #include "testutil.h"
 
 /* ---- helpers written from the layout in bnt(5), independent of the library */
@@ -123,6 +128,93 @@ static void test_group_paths(void **state)
                 }
     print_message("# %d group cases x %zu configs\n", n, NCFG);
     close_all(be);
+    assert_int_equal(bad, 0);
+}
+
+/* ---- tiles -------------------------------------------------------------- */
+
+/* One call of a tile function on nr random rows of `in` columns and ntt
+ * token tiles (tokens past `tokens` zero), packed here from the layout in
+ * bitlinear.h, against sums of code * x (code = q + 1) computed here. */
+static int tiles_case(bn_t2_tiles_fn fn, const char *name, uint64_t in, uint64_t nr, uint64_t tokens, size_t ldpad)
+{
+    const size_t rb = tu_t2_row_bytes(in), nsteps = rb / 32 * 2;
+    const uint64_t ntt = (tokens + 15) / 16, ld = ntt * 16 + ldpad;
+    int8_t *q = malloc(in * nr), *x = calloc(tokens * in, 1), *pack = calloc(ntt * nsteps * 1024, 1);
+    uint8_t *t2 = malloc(rb * nr);
+    int32_t *acc = malloc(nr * ld * sizeof(int32_t));
+    assert_true(q && x && pack && t2 && acc);
+    for (uint64_t i = 0; i < in * nr; i++) q[i] = (int8_t)((int)(rnd() % 3) - 1);
+    tu_t2_pack(q, nr, in, t2);
+    for (uint64_t i = 0; i < tokens * in; i++) x[i] = (int8_t)((int)(rnd() % 256) - 128);
+    for (uint64_t t = 0; t < tokens; t++)
+        for (uint64_t c = 0; c < in; c++) {
+            const uint64_t s = c / 64, r = (c % 64) / 4, i = c % 4;
+            pack[((t / 16) * nsteps + s) * 1024 + 64 * r + 4 * (t % 16) + i] = x[t * in + c];
+        }
+    memset(acc, 0x5a, nr * ld * sizeof(int32_t));
+    fn(t2, rb, nr, pack, ntt, nsteps, acc, ld);
+    int bad = 0;
+    for (uint64_t o = 0; o < nr && !bad; o++)
+        for (uint64_t t = 0; t < ntt * 16 && !bad; t++) {
+            int64_t want = 0;
+            if (t < tokens) /* padding columns of a T2 row hold code 1: x is zero there */
+                for (uint64_t c = 0; c < in; c++) want += (int64_t)(q[o * in + c] + 1) * x[t * in + c];
+            if (acc[o * ld + t] != (int32_t)want) {
+                print_message("# %s: in %llu rows %llu tokens %llu: acc[%llu][%llu] = %d, want %lld\n", name,
+                              (unsigned long long)in, (unsigned long long)nr, (unsigned long long)tokens,
+                              (unsigned long long)o, (unsigned long long)t, acc[o * ld + t], (long long)want);
+                bad = 1;
+            }
+        }
+    for (uint64_t o = 0; o < nr && !bad; o++) /* columns past the token tiles untouched */
+        for (uint64_t t = ntt * 16; t < ld; t++)
+            if (acc[o * ld + t] != 0x5a5a5a5a) bad = 1;
+    free(q); free(x); free(pack); free(t2); free(acc);
+    return bad;
+}
+
+static void test_tiles(void **state)
+{
+    (void)state;
+    if (strcmp(bitnet_cpu_simd_name(), "scalar") == 0) skip(); /* the decode needs AVX2 */
+    /* rows: under one tile, one, one and one more, several; tokens: half a
+     * tile, 1 + one, 4 tiles (one pass), 5 tiles (a second pass of one);
+     * in: one block, an odd block count, a short last block */
+    static const uint64_t ins[] = {17, 128, 255, 4097};
+    static const uint64_t nrs[] = {1, 15, 16, 17, 50};
+    static const uint64_t toks[] = {8, 17, 64, 65};
+    int bad = 0, n = 0;
+    const int native = strcmp(bitnet_cpu_simd_name(), "amx") == 0;
+    for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
+        for (size_t b = 0; b < sizeof nrs / sizeof nrs[0]; b++)
+            for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++) {
+                if (ins[a] > 255 && nrs[b] > 17 && toks[t] > 17) continue; /* keep it short */
+                bad += tiles_case(bn_t2_tiles_emu, "emulated", ins[a], nrs[b], toks[t], (size_t)(n % 3));
+                if (native) bad += tiles_case(bn_t2_tiles_amx, "amx", ins[a], nrs[b], toks[t], (size_t)(n % 3));
+                n++;
+            }
+    print_message("# %d tile cases, %s\n", n, native ? "emulated and native AMX" : "emulated (no AMX here)");
+    assert_int_equal(bad, 0);
+}
+
+/* Every public call through the tiled path (emulated) against the definition. */
+static void test_tiles_public(void **state)
+{
+    (void)state;
+    if (strcmp(bitnet_cpu_simd_name(), "scalar") == 0) skip();
+    setenv("BITNET_AMX_EMULATE", "1", 1);
+    bitnet_backend *be[NCFG];
+    open_all(be);
+    int bad = 0;
+    static const uint64_t toks[] = {8, 9, 33};
+    for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++) {
+        bad += check_case(be, 255, 17, toks[t], BITNET_SCALE_TENSOR, 0, 0, 0, 0);
+        bad += check_case(be, 1100, 300, toks[t], BITNET_SCALE_ROW, 0, 1, 3, (int)(t % 2));
+        bad += check_case(be, 4097, 33, toks[t], BITNET_SCALE_GROUP, 128, 0, 0, 0); /* group: not tiled */
+    }
+    close_all(be);
+    unsetenv("BITNET_AMX_EMULATE");
     assert_int_equal(bad, 0);
 }
 
@@ -232,6 +324,8 @@ int main(void)
         cmocka_unit_test(test_odd_addresses),
         cmocka_unit_test(test_noshift_bounds),
         cmocka_unit_test(test_repeated_calls),
+        cmocka_unit_test(test_tiles),
+        cmocka_unit_test(test_tiles_public),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -34,6 +34,7 @@ typedef struct {
     int force_e2e;         /* --timer e2e: ignore kernel times */
     int keep_weights;      /* --keep-weights: ops with weights keep them on the device */
     int resident;          /* --resident: operands in bitnet_buffers, one read per call */
+    int energy;            /* --energy: read energy counters around the timed calls */
     const char *scales;    /* --scale list */
     const char *tmpdir;    /* for the file op */
     const char *net;       /* --net: the network of the mlp op */
@@ -98,6 +99,9 @@ typedef struct {
     char check[16];        /* ok, FAIL, skip, error */
     char note[160];
     int hidden;            /* measured only as a baseline */
+    int energy;            /* --energy was asked for: the energy columns apply */
+    double watts, idle_w;  /* mean power over the timed calls, idle power (NAN: no counter) */
+    double j_op, j_op_above; /* joules per call: total, above idle */
     int ran_on_cpu;        /* an OpenCL device had no kernel: the CPU ran it */
 } bench_row;
 
@@ -249,6 +253,20 @@ int bench_write(FILE *f, bench_format fmt, const bench_row *rows, size_t n, cons
 /* Reads back a --format json document (rows malloc'd); returns an exit status. */
 int bench_read_json(FILE *f, const char *name, bench_row **rows, size_t *n, bench_device *devs, size_t *ndev,
                     size_t maxdev);
+
+/* energy.c: RAPL for CPU devices, NVML for OpenCL ones (the first NVIDIA GPU). */
+typedef struct {
+    int gpu;
+    double t0, j0[16];
+} bench_energy;
+/* Finds the counters and measures idle power for idle_s seconds (once). */
+void bench_energy_open(double idle_s);
+void bench_energy_close(void);
+/* "RAPL", "NVML", "RAPL, NVML" or "" (none exposed). */
+const char *bench_energy_sources(void);
+void bench_energy_start(bench_energy *e, const char *device);
+/* Joules since start (NAN when the device has no counter); *seconds elapsed, *idle_w idle power. */
+double bench_energy_stop(bench_energy *e, double *seconds, double *idle_w);
 
 /* plot.c: returns an exit status. */
 int bench_plot(const char *path, const bench_row *rows, size_t n, const bench_device *devs, size_t ndev);

@@ -249,6 +249,8 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
     row->m = m, row->k = k, row->tokens = tokens, row->has_tokens = op->uses_tokens;
     row->med_ms = row->min_ms = row->max_ms = row->spread = row->e2e_ms = NAN;
     row->gbs = row->gops = row->pct = row->speedup = NAN;
+    row->watts = row->idle_w = row->j_op = row->j_op_above = NAN;
+    row->energy = o->energy;
     row->timer = "e2e";
     snprintf(row->check, sizeof row->check, "%s", o->no_check || !op->check ? "-" : "ok");
 
@@ -314,6 +316,8 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
             rc = row_error(row, st, "run");
             goto out;
         }
+    bench_energy en;
+    if (o->energy) bench_energy_start(&en, device);
     const double start = bench_now_ms();
     while ((int)n < o->max_reps && ((int)n < o->min_reps || bench_now_ms() - start < o->min_time_s * 1e3)) {
         if (n == cap) {
@@ -351,6 +355,20 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
             samples[n] = t1 - t0;
         }
         n++;
+    }
+    if (o->energy && n) {
+        double sec, idle;
+        const double j = bench_energy_stop(&en, &sec, &idle);
+        if (!isnan(j) && sec > 0) {
+            row->watts = j / sec;
+            row->idle_w = idle;
+            row->j_op = j / (double)n;
+            row->j_op_above = isnan(idle) ? NAN : (row->watts - idle) * sec / (double)n;
+        } else {
+            size_t used = strlen(row->note);
+            snprintf(row->note + used, sizeof row->note - used, "%sno energy counter for %s (RAPL/NVML not exposed)",
+                     used ? "; " : "", device);
+        }
     }
     if (be && strncmp(device, "opencl", 6) == 0 && on_cpu && !on_device && !op->host_only) {
         size_t used = strlen(row->note);

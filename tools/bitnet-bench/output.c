@@ -10,14 +10,24 @@
 #include <math.h>
 #include <string.h>
 
-enum { NCOL = 17, CELL = 192 };
+/* Columns 17.. are the energy columns (--energy): shown by the human
+ * formats only when asked for; always present in CSV and JSON. */
+enum { NCOL = 23, NBASE = 17, CELL = 192 };
 
 static const char *const human_head[NCOL] = {"op", "variant", "device", "shape", "tokens", "time", "min", "max",
                                              "spread", "reps", "timer", "e2e", "GB/s", "GOP/s", "%peak",
-                                             "speedup", "check"};
+                                             "speedup", "check", "W", "idle W", "mJ/op", "mJ/op>idle",
+                                             "mJ/token", "mJ/token>idle"};
 static const char *const csv_head[] = {"op", "variant", "device", "shape", "m", "k", "tokens", "time_ms", "min_ms",
                                        "max_ms", "spread", "reps", "timer", "e2e_ms", "bytes", "gbs", "gops",
-                                       "pct_peak", "speedup", "check", "note", "sets"};
+                                       "pct_peak", "speedup", "check", "note", "sets", "watts", "idle_watts",
+                                       "j_op", "j_op_above_idle", "j_token", "j_token_above_idle"};
+
+/* Joules per token of a row with tokens (NAN otherwise). */
+static double per_token(const bench_row *r, double j)
+{
+    return r->has_tokens && r->tokens > 0 ? j / (double)r->tokens : NAN;
+}
 enum { NCSV = sizeof csv_head / sizeof csv_head[0] };
 
 int bench_format_parse(const char *s, bench_format *f)
@@ -57,12 +67,21 @@ static void human_cells(const bench_row *r, char c[NCOL][CELL])
     num(c[14], r->pct, "%.0f%%");
     num(c[15], r->speedup, "%.2fx");
     snprintf(c[16], CELL, "%s", r->check);
+    num(c[17], r->watts, "%.1f");
+    num(c[18], r->idle_w, "%.1f");
+    num(c[19], r->j_op * 1e3, "%.4g");
+    num(c[20], r->j_op_above * 1e3, "%.4g");
+    num(c[21], per_token(r, r->j_op) * 1e3, "%.4g");
+    num(c[22], per_token(r, r->j_op_above) * 1e3, "%.4g");
 }
 
 static void write_human(FILE *f, int md, const bench_row *rows, size_t n)
 {
     char c[NCOL][CELL];
     size_t w[NCOL];
+    int ncol = NBASE;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].energy && !rows[i].hidden) ncol = NCOL;
     for (int j = 0; j < NCOL; j++) w[j] = strlen(human_head[j]);
     for (size_t i = 0; i < n; i++) {
         if (rows[i].hidden) continue;
@@ -74,20 +93,20 @@ static void write_human(FILE *f, int md, const bench_row *rows, size_t n)
     for (size_t i = 0; i <= n; i++) {
         if (i > 0 && rows[i - 1].hidden) continue;
         if (i > 0) human_cells(&rows[i - 1], c);
-        for (int j = 0; j < NCOL; j++) {
+        for (int j = 0; j < ncol; j++) {
             const char *s = i ? c[j] : human_head[j];
-            int left = j <= 3 || j == 10 || j == 16;
-            if (md) fprintf(f, "| %*s %s", left ? -(int)w[j] : (int)w[j], s, j == NCOL - 1 ? "|" : "");
+            int left = j <= 3 || j == 10 || j == NBASE - 1;
+            if (md) fprintf(f, "| %*s %s", left ? -(int)w[j] : (int)w[j], s, j == ncol - 1 ? "|" : "");
             else {
-                int width = j == NCOL - 1 && !(i > 0 && *rows[i - 1].note) ? 0 : (int)w[j];
-                fprintf(f, "%*s%s", left ? -width : width, s, j == NCOL - 1 ? "" : "  ");
+                int width = j == ncol - 1 && !(i > 0 && *rows[i - 1].note) ? 0 : (int)w[j];
+                fprintf(f, "%*s%s", left ? -width : width, s, j == ncol - 1 ? "" : "  ");
             }
         }
         if (i > 0 && *rows[i - 1].note && !md) fprintf(f, "  # %s", rows[i - 1].note);
         fputc('\n', f);
         if (i == 0 && md) {
-            for (int j = 0; j < NCOL; j++) {
-                int left = j <= 3 || j == 10 || j == 16;
+            for (int j = 0; j < ncol; j++) {
+                int left = j <= 3 || j == 10 || j == NBASE - 1;
                 fprintf(f, "|%s", left ? ":" : "-");
                 for (size_t k = 0; k < w[j]; k++) fputc('-', f);
                 fprintf(f, "%s", left ? "-" : ":");
@@ -153,6 +172,14 @@ static void write_csv(FILE *f, const bench_row *rows, size_t n)
         csv_field(f, r->check, 0);
         csv_field(f, r->note, 0);
         snprintf(b, sizeof b, "%d", r->sets);
+        csv_field(f, b, 0);
+        csv_num(f, r->watts, "%.6g");
+        csv_num(f, r->idle_w, "%.6g");
+        csv_num(f, r->j_op, "%.6g");
+        csv_num(f, r->j_op_above, "%.6g");
+        csv_num(f, per_token(r, r->j_op), "%.6g");
+        b[0] = 0;
+        if (!isnan(per_token(r, r->j_op_above))) snprintf(b, sizeof b, "%.6g", per_token(r, r->j_op_above));
         csv_field(f, b, 1);
     }
 }
@@ -184,6 +211,13 @@ static json_t *row_json(const bench_row *r)
     json_object_set_new(o, "check", json_string(r->check));
     json_object_set_new(o, "note", json_string(r->note));
     json_object_set_new(o, "sets", json_integer(r->sets));
+    json_object_set_new(o, "energy", json_boolean(r->energy));
+    json_object_set_new(o, "watts", jnum(r->watts));
+    json_object_set_new(o, "idle_watts", jnum(r->idle_w));
+    json_object_set_new(o, "j_op", jnum(r->j_op));
+    json_object_set_new(o, "j_op_above_idle", jnum(r->j_op_above));
+    json_object_set_new(o, "j_token", jnum(per_token(r, r->j_op)));
+    json_object_set_new(o, "j_token_above_idle", jnum(per_token(r, r->j_op_above)));
     return o;
 }
 
@@ -304,6 +338,11 @@ int bench_read_json(FILE *f, const char *name, bench_row **rows, size_t *n, benc
         r->gops = jget_num(v, "gops");
         r->pct = jget_num(v, "pct_peak");
         r->speedup = jget_num(v, "speedup");
+        r->energy = json_is_true(json_object_get(v, "energy"));
+        r->watts = jget_num(v, "watts");
+        r->idle_w = jget_num(v, "idle_watts");
+        r->j_op = jget_num(v, "j_op");
+        r->j_op_above = jget_num(v, "j_op_above_idle");
         r->dev = -1;
         for (size_t d = 0; d < *ndev; d++)
             if (strcmp(devs[d].spec, r->device) == 0) r->dev = (int)d;

@@ -1,0 +1,94 @@
+/*
+ * bitlinear_tiles.h - BitLinear for many tokens on 16 x 64-byte INT8 tiles
+ * (AMX TDPBUSD), written once and compiled twice: bitlinear_amx.c defines
+ * the tile operations as the AMX instructions, bitlinear_amx_emu_avx2.c as
+ * plain C with the same semantics, so that machines without AMX (CI) check
+ * this tiling code exactly against bitnet_bitlinear_ref.
+ *
+ * The includer defines TILES_FN (the function's name) and
+ *   TILE_CONFIG()            load the configuration: tiles 0..5 of 16 rows x 64 bytes
+ *   TILE_RELEASE()           give the tile state back
+ *   TILE_ZERO(t)             tile t = 0
+ *   TILE_LOAD(t, p, stride)  16 rows of 64 bytes from p, rows stride bytes apart
+ *   TILE_DP(c, a, b)         c[m][n] += sum over k < 64 of (uint8)a[m][k] * (int8)b[k/4][4n + k%4]
+ *                            (int32 lanes, wrapping)
+ *   TILE_STORE(t, p, stride) 16 rows of 16 int32 to p
+ * with tile numbers given as literals (the AMX intrinsics want constants).
+ *
+ * A (tile 4): 16 weight rows x 64 columns of codes 0..2, decoded from T2
+ * (columns 128b + 64h + [0, 64) are the code planes 2h and 2h + 1 of the
+ * 32 bytes of block b).  B (tile 5): 16 tokens x the same 64 columns of int8
+ * activations in the four-per-dword layout that bn_t2_tiles_pack writes.
+ * C (tiles 0..3): 16 rows x 16 tokens each, up to four token tiles per pass
+ * so that each decoded A tile feeds four products.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "bitlinear.h"
+
+/* A: rows [0, nr) of 16 from t2 (rows rb bytes apart), columns 64 s ..,
+ * codes as bytes; rows past nr are zero.  AVX2. */
+static inline void tiles_decode(const uint8_t *t2, size_t rb, uint64_t nr, size_t s, uint8_t *a)
+{
+    const __m256i three = _mm256_set1_epi8(3);
+    const size_t b = s / 2;
+    const int sh = 4 * (int)(s % 2);
+    uint64_t r = 0;
+    for (; r < nr; r++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(t2 + r * rb + 32 * b));
+        const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(sh)), three);
+        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(sh + 2)), three);
+        _mm256_store_si256((__m256i *)(a + 64 * r), lo);
+        _mm256_store_si256((__m256i *)(a + 64 * r + 32), hi);
+    }
+    if (r < 16) memset(a + 64 * r, 0, (size_t)(16 - r) * 64);
+}
+
+/* acc[r * ldacc + t] = sum over columns of code * x for rows [0, nr) of t2
+ * and tokens [0, 16 ntt) (packed in xpack: ntt x nsteps tiles of 1 KiB). */
+void TILES_FN(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
+              int32_t *acc, size_t ldacc)
+{
+    _Alignas(64) uint8_t a[16 * 64];
+    _Alignas(64) int32_t c[4][16 * 16];
+    TILE_CONFIG();
+    for (uint64_t r0 = 0; r0 < nr; r0 += 16) {
+        const uint64_t rows = nr - r0 < 16 ? nr - r0 : 16;
+        for (uint64_t t0 = 0; t0 < ntt; t0 += 4) {
+            const uint64_t nq = ntt - t0 < 4 ? ntt - t0 : 4;
+            const int8_t *xb = xpack + t0 * nsteps * 1024;
+            const size_t tstride = nsteps * 1024;
+            TILE_ZERO(0);
+            TILE_ZERO(1);
+            TILE_ZERO(2);
+            TILE_ZERO(3);
+            for (size_t s = 0; s < nsteps; s++) {
+                tiles_decode(t2 + r0 * rb, rb, rows, s, a);
+                TILE_LOAD(4, a, 64);
+                TILE_LOAD(5, xb + s * 1024, 64);
+                TILE_DP(0, 4, 5);
+                if (nq > 1) {
+                    TILE_LOAD(5, xb + tstride + s * 1024, 64);
+                    TILE_DP(1, 4, 5);
+                }
+                if (nq > 2) {
+                    TILE_LOAD(5, xb + 2 * tstride + s * 1024, 64);
+                    TILE_DP(2, 4, 5);
+                }
+                if (nq > 3) {
+                    TILE_LOAD(5, xb + 3 * tstride + s * 1024, 64);
+                    TILE_DP(3, 4, 5);
+                }
+            }
+            TILE_STORE(0, c[0], 64);
+            TILE_STORE(1, c[1], 64);
+            TILE_STORE(2, c[2], 64);
+            TILE_STORE(3, c[3], 64);
+            for (uint64_t q = 0; q < nq; q++)
+                for (uint64_t r = 0; r < rows; r++)
+                    memcpy(acc + (r0 + r) * ldacc + (t0 + q) * 16, c[q] + 16 * r, 16 * sizeof(int32_t));
+        }
+    }
+    TILE_RELEASE();
+}

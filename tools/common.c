@@ -352,6 +352,7 @@ bitnet_format tool_out_format(const char *path, const char *to)
     size_t n = strlen(path);
     if (n >= 4 && strcmp(path + n - 4, ".npy") == 0) return BITNET_FMT_NPY;
     if (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) return BITNET_FMT_SAFETENSORS;
+    if (n >= 5 && strcmp(path + n - 5, ".gguf") == 0) return BITNET_FMT_GGUF;
     return BITNET_FMT_BNT;
 }
 

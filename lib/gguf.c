@@ -27,6 +27,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define GGUF_DEFAULT_ALIGN 32
 #define GGUF_MAX_KEY 65536
@@ -50,7 +51,7 @@ static const ggml_traits ggml_types[] = {
     [22] = {"iq2_s", 256, 82}, [23] = {"iq4_xs", 256, 136}, [24] = {"i8", 1, 1},       [25] = {"i16", 1, 2},
     [26] = {"i32", 1, 4},      [27] = {"i64", 1, 8},       [28] = {"f64", 1, 8},       [29] = {"iq1_m", 256, 56},
     [30] = {"bf16", 1, 2},     [34] = {"tq1_0", 256, GGUF_TQ1_BYTES}, [35] = {"tq2_0", 256, GGUF_TQ2_BYTES},
-    [36] = {"i2_s", 1, 1},     [39] = {"mxfp4", 32, 17},
+    [36] = {"i2_s", 1, 1},     [39] = {"mxfp4", 32, 17},    [40] = {"nvfp4", 64, 36},   [41] = {"q1_0", 128, 18},
 };
 #define N_GGML_TYPES (sizeof ggml_types / sizeof ggml_types[0])
 
@@ -849,17 +850,23 @@ bitnet_status bn_gguf_writer_put(bn_gguf_writer *w, const bitnet_tensor *t)
     for (uint32_t k = 0; k < in->rank; k++) ne[k] = in->dims[in->rank - 1 - k];
     if ((st = bitnet_tensor_elements(in, &n))) return st;
     bitnet_tensor_rows_cols(in, &rows, &cols);
-    if ((st = add_name(&w->names, &w->n_tensors, in->name, "tensor"))) return st;
+    for (size_t i = 0; i < w->n_tensors; i++)
+        if (strcmp(w->names[i], in->name) == 0) return bn_fail(BITNET_E_INVALID, "gguf writer: tensor '%s' given twice", in->name);
     if (bitnet_dtype_is_ternary(in->dtype)) {
-        if ((st = spool_ternary(w, t, rows, cols))) return st;
+        st = spool_ternary(w, t, rows, cols);
         bytes = cols / GGUF_QK * rows * (in->dtype == BITNET_T2 ? GGUF_TQ2_BYTES : GGUF_TQ1_BYTES);
     } else {
         bytes = n * bitnet_dtype_size(in->dtype);
-        if (n && (st = bn_write_le(w->spool, t->data, n, bitnet_dtype_size(in->dtype)))) {
+        if (n && (st = bn_write_le(w->spool, t->data, n, bitnet_dtype_size(in->dtype))))
             bn_detail_prefix("gguf writer: tensor '%s'", in->name);
-            return st;
-        }
     }
+    if (st) { /* a refused tensor leaves nothing behind: later ones may follow */
+        if (fflush(w->spool) != 0 || ftruncate(fileno(w->spool), (off_t)w->data_at) != 0 ||
+            fseeko(w->spool, (off_t)w->data_at, SEEK_SET) != 0)
+            return bn_fail(BITNET_E_IO, "gguf writer: cannot undo a refused tensor in the temporary file");
+        return st;
+    }
+    if ((st = add_name(&w->names, &w->n_tensors, in->name, "tensor"))) return st;
     uint64_t pad = (w->alignment - bytes % w->alignment) % w->alignment;
     static const uint8_t zeros[256];
     for (uint64_t left = pad; left;) {

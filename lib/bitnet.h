@@ -326,6 +326,24 @@ uint64_t bitnet_reader_stored_bytes(const bitnet_reader *r);
 bitnet_gguf_reader *bitnet_reader_gguf(bitnet_reader *r);
 void bitnet_reader_free(bitnet_reader *r);
 
+/* The Hugging Face BitNet checkpoint layout (transformers, integrations/
+ * bitnet.py): a linear layer's ternary weight [out, in] is a u8 tensor
+ * [out/4, in] holding four 2-bit codes (0, 1, 2 = -1, 0, +1) per byte, field
+ * i (bits 2i, 2i+1) of packed row p being row i*(out/4) + p, next to a
+ * "weight_scale" tensor (one value, or one per output row).  Which way the
+ * scale goes depends on the layer class the checkpoint names: AutoBitLinear
+ * (the published BitNet b1.58 checkpoints) multiplies the output by it,
+ * w = q * s; BitLinear divides, w = q / s. */
+typedef enum { BITNET_HF_SCALE_MUL = 0, BITNET_HF_SCALE_DIV = 1 } bitnet_hf_scale_op;
+/* packed (u8, rank 2) + scale (float, 1 or out elements) -> out: t2 [out, in]
+ * with scale kind tensor or row (d = s, or 1/s rounded to f32 for DIV). */
+bitnet_status bitnet_hf_unpack(const bitnet_tensor *packed, const bitnet_tensor *scale, bitnet_hf_scale_op op,
+                               bitnet_tensor *out);
+/* The same weights as f32, computed as the integration does: q * s or q / s
+ * (one rounding, from the scale as stored). */
+bitnet_status bitnet_hf_dequantize(const bitnet_tensor *packed, const bitnet_tensor *scale, bitnet_hf_scale_op op,
+                                   bitnet_tensor *out);
+
 typedef struct bitnet_writer bitnet_writer;
 /* .bnt streams each tensor out; .npy takes exactly one tensor; safetensors
  * collects tensors and writes them at finish; GGUF spools tensor data to a

@@ -166,8 +166,9 @@ int main(int argc, char **argv)
     struct arg_str *dtype = arg_str0(NULL, "dtype", "DTYPE", "cast to f32|f16|bf16|f64|i8|i16|i32|i64|u8|t2|t3; "
                                      "ternary and scaled int8 are dequantized to floats");
     struct arg_int *level = arg_int0(NULL, "level", "N", ".bnt output: zlib level 0..9 (default 6)");
+    tool_hf_args hfa = tool_hf_args_new();
     struct arg_end *end = arg_end(20);
-    void *table[] = {in, out, from, to, inc, exc, dtype, level, dev.threads, dev.device, dev.stats,
+    void *table[] = {in, out, from, to, inc, exc, dtype, level, hfa.mode, hfa.scale, dev.threads, dev.device, dev.stats,
                      std.force, std.help, std.version, std.quiet, std.verbose, end};
     FILE *fin = NULL;
     bitnet_reader *r = NULL;
@@ -179,6 +180,7 @@ int main(int argc, char **argv)
     bitnet_status st;
     bitnet_tensor t = {0}, c = {0};
     size_t n_out = 0, n_seen = 0;
+    tool_hf hf = {0};
 
     int done, rc = tool_parse(argc, argv, table, &std, purpose, &done);
     if (rc || done) goto out;
@@ -195,6 +197,9 @@ int main(int argc, char **argv)
         msg_err("--dtype: unknown dtype '%s' (f32 f16 bf16 f64 i8 i16 i32 i64 u8 t2 t3)", dtype->sval[0]);
         goto out;
     }
+    /* to a float dtype the pairs are dequantized as the integration does (q*s or q/s) */
+    if ((rc = tool_hf_init(&hf, &hfa, target != BITNET_DTYPE_INVALID && bitnet_dtype_is_float(target)))) goto out;
+    rc = EXIT_USAGE;
     if (level->count && (level->ival[0] < 0 || level->ival[0] > 9)) {
         msg_err("--level must be 0..9");
         goto out;
@@ -235,7 +240,7 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    while ((st = bitnet_reader_next(r, &t)) == BITNET_OK) {
+    while ((st = tool_hf_next(&hf, r, &t)) == BITNET_OK) {
         n_seen++;
         if (!selected(t.info.name, inc, exc)) {
             bitnet_tensor_release(&t);
@@ -285,6 +290,7 @@ out:
     bitnet_tensor_release(&t);
     bitnet_tensor_release(&c);
     bitnet_writer_free(w);
+    tool_hf_free(&hf);
     bitnet_reader_free(r);
     bitnet_backend_free(conv.be);
     tool_in_close(fin);

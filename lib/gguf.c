@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #define GGUF_DEFAULT_ALIGN 32
+#define GGUF_MAX_ALIGN (1u << 20) /* padding to more would cost a writer megabytes of zeros per tensor */
 #define GGUF_MAX_KEY 65536
 #define CHUNK (1u << 20)
 
@@ -304,6 +305,11 @@ static bitnet_status read_kv(bitnet_gguf_reader *r, uint64_t i)
     if (strcmp(k, "general.alignment") == 0) {
         if (t != GGUF_T_U32 || !is_pow2(bn_ld32(raw.p + 4))) {
             st = bn_fail(BITNET_E_FORMAT, "gguf: general.alignment at byte %" PRIu64 " must be a u32 power of two", at);
+            goto out;
+        }
+        if (bn_ld32(raw.p + 4) > GGUF_MAX_ALIGN) {
+            st = bn_fail(BITNET_E_LIMIT, "gguf: general.alignment %" PRIu32 " at byte %" PRIu64 " exceeds %u",
+                         bn_ld32(raw.p + 4), at, GGUF_MAX_ALIGN);
             goto out;
         }
         r->alignment = bn_ld32(raw.p + 4);
@@ -731,8 +737,10 @@ bitnet_status bn_gguf_writer_meta(bn_gguf_writer *w, const char *key, const char
         goto out;
     }
     if (strcmp(k, "general.alignment") == 0) {
-        if (raw.len != 8 || bn_ld32(raw.p) != GGUF_T_U32 || !is_pow2(bn_ld32(raw.p + 4))) {
-            st = bn_fail(BITNET_E_INVALID, "gguf writer: general.alignment must be a u32 power of two");
+        if (raw.len != 8 || bn_ld32(raw.p) != GGUF_T_U32 || !is_pow2(bn_ld32(raw.p + 4)) ||
+            bn_ld32(raw.p + 4) > GGUF_MAX_ALIGN) {
+            st = bn_fail(BITNET_E_INVALID, "gguf writer: general.alignment must be a u32 power of two up to %u",
+                         GGUF_MAX_ALIGN);
             goto out;
         }
         if (w->n_tensors) {

@@ -80,3 +80,12 @@ expect_rc 0 "codes survive TQ2_0 (scales within f16 rounding)" bitnet-verify --c
 expect_rc 0 "TQ1_0 and TQ2_0 hold the same weights" bitnet-verify --compare "$T/h.gguf:layers.2.weight" "$T/h1.gguf:layers.2.weight" --max-abs 0
 expect_rc 0 "back to .bnt" bitnet-convert "$T/h.gguf" -o "$T/h2.bnt"
 expect_rc 0 "and to GGUF again: byte-identical" sh -c 'bitnet-convert "$1" -o "$2" && cmp "$2" "$3"' sh "$T/h2.bnt" "$T/h3.gguf" "$T/h.gguf"
+
+# ---- share/convert.mk: %.bnt: %.gguf and %.gguf: %.bnt --------------------------------
+top=$(cd "$(dirname "$0")/../.." && pwd)
+mkdir -p "$T/mk/src"
+cp "$R" "$T/mk/src/m.gguf"
+expect_rc 0 "convert.mk: .gguf -> .bnt" make -s -f "$top/share/convert.mk" SRC="$T/mk/src" DST="$T/mk/out"
+check "convert.mk: the .bnt is there" [ -f "$T/mk/out/m.bnt" ]
+expect_rc 0 "convert.mk: .bnt -> .gguf" make -s -f "$top/share/convert.mk" SRC="$T/mk/out" DST="$T/mk/g" "$T/mk/g/m.gguf"
+check "convert.mk: byte-identical round trip" cmp -s "$R" "$T/mk/g/m.gguf"

@@ -642,7 +642,7 @@ bitnet_status bitnet_gguf_reader_next(bitnet_gguf_reader *r, bitnet_tensor *t)
         uint64_t end = r->in.consumed, k;
         for (size_t i = 0; i < r->n; i++)
             if (r->data_start + r->t[i].offset + r->t[i].bytes > end) end = r->data_start + r->t[i].offset + r->t[i].bytes;
-        uint64_t limit = r->n ? (end + r->alignment - 1) / r->alignment * r->alignment : r->in.consumed;
+        uint64_t limit = r->n ? (end + r->alignment - 1) / r->alignment * r->alignment : r->data_start;
         uint8_t skip[256];
         while ((k = bn_pfx_read(&r->in, skip, sizeof skip)) > 0)
             if (r->in.consumed > limit)

@@ -21,6 +21,7 @@ files were made from, never by the code under test:
                  microsoft/BitNet src/ggml-bitnet-mad.cpp (x86 layout), the
                  file built by hand from the GGUF specification.
                  expected/i2s_q.npy, expected/i2s_d.npy.
+  empty.gguf     GGUFWriter: metadata and no tensor.
   v1.gguf v2.gguf  the older versions (u32 counts and lengths in v1), which
                  the package no longer writes: built by hand from the GGUF
                  specification; expected/v_f32.npy.
@@ -198,6 +199,13 @@ i2 = bytearray(64)
 i2[5] = 0xC0
 bad["i2s_code3"] = build(good_kvs, [tinfo("t", (128,), 36, 0)], bytes(i2)), "i2_s code 3"
 bad["unsupported_q4_k"] = build(good_kvs, [tinfo("q", (256,), 12, 0)], b"\0" * 144), "ggml type q4_K is not supported"
+
+# ---- empty.gguf: metadata only ---------------------------------------------------------
+w = GGUFWriter("empty.gguf", arch="none")
+w.write_header_to_file()
+w.write_kv_data_to_file()
+w.write_tensors_to_file()
+w.close()
 
 # ---- i2s.gguf: bitnet.cpp's I2_S (the package has no such type) -------------------
 rows, cols = 4, 256

@@ -89,3 +89,10 @@ expect_rc 0 "convert.mk: .gguf -> .bnt" make -s -f "$top/share/convert.mk" SRC="
 check "convert.mk: the .bnt is there" [ -f "$T/mk/out/m.bnt" ]
 expect_rc 0 "convert.mk: .bnt -> .gguf" make -s -f "$top/share/convert.mk" SRC="$T/mk/out" DST="$T/mk/g" "$T/mk/g/m.gguf"
 check "convert.mk: byte-identical round trip" cmp -s "$R" "$T/mk/g/m.gguf"
+
+# ---- a file without tensors (the package pads its header) ---------------------------
+expect_rc 0 "empty.gguf -> .bnt" bitnet-convert "$G/empty.gguf" -o "$T/e.bnt"
+expect_rc 0 "-> .gguf" bitnet-convert "$T/e.bnt" -o "$T/e.gguf"
+check "empty: byte-identical" cmp -s "$G/empty.gguf" "$T/e.gguf"
+run sh -c 'cat "$1" | bitnet-convert - -o "$2"' sh "$G/empty.gguf" "$T/e2.bnt"
+check "empty: from a pipe" [ "$rc" -eq 0 ]

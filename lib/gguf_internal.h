@@ -30,6 +30,12 @@ enum {
 #define GGUF_TQ2_BYTES 66       /* 64 bytes of 2-bit codes, f16 d: 2.0625 bits per weight */
 #define GGUF_I2S_BLOCK 128      /* bitnet.cpp I2_S (x86 layout): 128 weights in 32 bytes */
 #define GGUF_MAX_DEPTH 3        /* nested arrays */
+#define GGUF_DEFAULT_ALIGN 32
+#define GGUF_MAX_ALIGN (1u << 20) /* padding to more would cost a writer megabytes of zeros per tensor */
+
+static inline int bn_is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
+/* The ggml type code a dtype is written as; UINT32_MAX when there is none. */
+uint32_t bn_ggml_of(bitnet_dtype d);
 
 /* A growing byte buffer. */
 typedef struct {
@@ -39,6 +45,9 @@ typedef struct {
 int bn_buf_add(bn_buf *b, const void *src, size_t n); /* nonzero when out of memory or over limit */
 int bn_buf_reserve(bn_buf *b, size_t n);
 void bn_buf_free(bn_buf *b);
+/* Little-endian u32/u64 appended; BITNET_E_NOMEM on failure. */
+bitnet_status bn_buf_put32(bn_buf *b, uint32_t v);
+bitnet_status bn_buf_put64(bn_buf *b, uint64_t v);
 
 /* Metadata values travel as GGUF v3 bytes ("raw": u32 type, then the value,
  * strings and arrays with u64 lengths) and as text (see bnt(5), GGUF

@@ -56,6 +56,20 @@ int bn_buf_add(bn_buf *b, const void *src, size_t n)
     return 0;
 }
 
+bitnet_status bn_buf_put32(bn_buf *b, uint32_t v)
+{
+    uint8_t x[4];
+    bn_st32(x, v);
+    return bn_buf_add(b, x, 4) ? bn_fail(BITNET_E_NOMEM, "gguf") : BITNET_OK;
+}
+
+bitnet_status bn_buf_put64(bn_buf *b, uint64_t v)
+{
+    uint8_t x[8];
+    bn_st64(x, v);
+    return bn_buf_add(b, x, 8) ? bn_fail(BITNET_E_NOMEM, "gguf") : BITNET_OK;
+}
+
 void bn_buf_free(bn_buf *b)
 {
     free(b->p);

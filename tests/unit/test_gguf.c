@@ -152,6 +152,7 @@ static void test_old_versions(void **state)
         load_npy("expected/v_f32.npy", &e);
         expect_same_shape(&t.info, &e.info);
         assert_memory_equal(t.data, e.data, 64);
+        bitnet_tensor_release(&t);
         assert_int_equal(bitnet_reader_next(r, &t), BITNET_END);
         bitnet_tensor_release(&e);
         bitnet_reader_free(r);

@@ -14,7 +14,7 @@
  *   - every size is checked for overflow before use.
  *
  * Sections: status - dtypes - tensors - .bnt container - npy - safetensors -
- * generic readers/writers - backends - quantization - BitLinear and matmul -
+ * GGUF - generic readers/writers - backends - quantization - BitLinear and matmul -
  * tensor ops.
  */
 #ifndef BITNET_H
@@ -241,13 +241,64 @@ void bitnet_st_reader_free(bitnet_st_reader *r);
 bitnet_status bitnet_st_write(FILE *f, const bitnet_tensor *const *tensors, size_t n,
                               const char *const *meta_keys, const char *const *meta_values, size_t n_meta);
 
+/* ==== GGUF (llama.cpp / ggml files, version 3; 1 and 2 read) ============= */
+
+#define BITNET_GGUF_MAX_TENSORS (1u << 20)
+#define BITNET_GGUF_MAX_KV (1u << 20)
+#define BITNET_GGUF_MAX_HEADER (1ull << 30)   /* bytes of metadata + tensor infos */
+#define BITNET_GGUF_MAX_DIMS 4
+/* GGUF metadata travels through .bnt and the generic reader/writer as string
+ * metadata "gguf:KEY" = "TYPE:TEXT" (see bnt(5), GGUF metadata). */
+#define BITNET_GGUF_META_PREFIX "gguf:"
+
+typedef struct {
+    char name[BITNET_MAX_NAME + 1];
+    uint32_t type;            /* ggml type code */
+    uint32_t n_dims;
+    uint64_t ne[BITNET_GGUF_MAX_DIMS]; /* ggml order: ne[0] is the row length */
+    uint64_t offset;          /* from the start of the data section */
+    uint64_t bytes;
+} bitnet_gguf_tensor_desc;
+
+typedef struct bitnet_gguf_reader bitnet_gguf_reader;
+/* Reads and checks the header (counts, lengths, types, dims, offsets,
+ * alignment, overlaps; against the file size when f is a regular file).
+ * prefix: bytes already consumed from f, as for bitnet_st_reader_create.
+ * Tensors come in the order of the tensor infos when f is seekable, in the
+ * order of their data offsets on a pipe. */
+bitnet_status bitnet_gguf_reader_create(bitnet_gguf_reader **r, FILE *f, const uint8_t *prefix, size_t prefix_len);
+uint32_t bitnet_gguf_reader_version(const bitnet_gguf_reader *r);
+uint32_t bitnet_gguf_reader_alignment(const bitnet_gguf_reader *r);
+uint64_t bitnet_gguf_reader_data_offset(const bitnet_gguf_reader *r); /* file offset of the data section */
+size_t bitnet_gguf_reader_meta_count(const bitnet_gguf_reader *r);
+const char *bitnet_gguf_reader_meta_key(const bitnet_gguf_reader *r, size_t i);   /* the GGUF key */
+const char *bitnet_gguf_reader_meta_value(const bitnet_gguf_reader *r, size_t i); /* "TYPE:TEXT" */
+size_t bitnet_gguf_reader_tensor_count(const bitnet_gguf_reader *r);
+const bitnet_gguf_tensor_desc *bitnet_gguf_reader_tensor(const bitnet_gguf_reader *r, size_t i); /* info order */
+/* The next tensor: F32 F16 BF16 F64 I8 I16 I32 I64 as they are; TQ2_0 as t2
+ * and TQ1_0 as t3 with one scale per 256-weight block (BITNET_SCALE_GROUP,
+ * group 256); I2_S (bitnet.cpp) as t2 with its tensor scale.  Another ggml
+ * type gives BITNET_E_UNSUPPORTED naming it, after which next() goes on with
+ * the tensor after it.  BITNET_END at the end. */
+bitnet_status bitnet_gguf_reader_next(bitnet_gguf_reader *r, bitnet_tensor *t);
+/* Seekable input: loads the tensor `name` (BITNET_E_NOT_FOUND if absent);
+ * BITNET_E_UNSUPPORTED on a pipe. */
+bitnet_status bitnet_gguf_reader_find(bitnet_gguf_reader *r, const char *name, bitnet_tensor *t);
+void bitnet_gguf_reader_free(bitnet_gguf_reader *r);
+/* "f32", "q4_K", "tq2_0", "i2_s", ...; NULL for an unknown code. */
+const char *bitnet_gguf_type_name(uint32_t type);
+/* The largest relative change |f16(d) - d| / |d| that writing the ternary
+ * tensor t to GGUF (f16 block scales) makes to its scales (0 when exact). */
+bitnet_status bitnet_gguf_scale_error(const bitnet_tensor *t, double *max_rel);
+
 /* ==== generic readers and writers (format by magic bytes) ================= */
 
 typedef enum {
     BITNET_FMT_AUTO = 0,
     BITNET_FMT_BNT,
     BITNET_FMT_NPY,
-    BITNET_FMT_SAFETENSORS
+    BITNET_FMT_SAFETENSORS,
+    BITNET_FMT_GGUF
 } bitnet_format;
 
 const char *bitnet_format_name(bitnet_format f);
@@ -270,11 +321,35 @@ bitnet_status bitnet_reader_find(bitnet_reader *r, const char *name, bitnet_tens
 /* On-disk bytes of the tensor last returned by next/find: the compressed size
  * for .bnt, the raw data size for .npy and safetensors. */
 uint64_t bitnet_reader_stored_bytes(const bitnet_reader *r);
+/* The GGUF reader under r (NULL when r reads another format): for the
+ * listing of types this library does not convert. */
+bitnet_gguf_reader *bitnet_reader_gguf(bitnet_reader *r);
 void bitnet_reader_free(bitnet_reader *r);
+
+/* The Hugging Face BitNet checkpoint layout (transformers, integrations/
+ * bitnet.py): a linear layer's ternary weight [out, in] is a u8 tensor
+ * [out/4, in] holding four 2-bit codes (0, 1, 2 = -1, 0, +1) per byte, field
+ * i (bits 2i, 2i+1) of packed row p being row i*(out/4) + p, next to a
+ * "weight_scale" tensor (one value, or one per output row).  Which way the
+ * scale goes depends on the layer class the checkpoint names: AutoBitLinear
+ * (the published BitNet b1.58 checkpoints) multiplies the output by it,
+ * w = q * s; BitLinear divides, w = q / s. */
+typedef enum { BITNET_HF_SCALE_MUL = 0, BITNET_HF_SCALE_DIV = 1 } bitnet_hf_scale_op;
+/* packed (u8, rank 2) + scale (float, 1 or out elements) -> out: t2 [out, in]
+ * with scale kind tensor or row (d = s, or 1/s rounded to f32 for DIV). */
+bitnet_status bitnet_hf_unpack(const bitnet_tensor *packed, const bitnet_tensor *scale, bitnet_hf_scale_op op,
+                               bitnet_tensor *out);
+/* The same weights as f32, computed as the integration does: q * s or q / s
+ * (one rounding, from the scale as stored). */
+bitnet_status bitnet_hf_dequantize(const bitnet_tensor *packed, const bitnet_tensor *scale, bitnet_hf_scale_op op,
+                                   bitnet_tensor *out);
 
 typedef struct bitnet_writer bitnet_writer;
 /* .bnt streams each tensor out; .npy takes exactly one tensor; safetensors
- * collects tensors and writes them at finish. */
+ * collects tensors and writes them at finish; GGUF spools tensor data to a
+ * temporary file and writes the header then the data at finish (metadata
+ * "gguf:KEY" becomes the typed GGUF key KEY, other keys strings; t2 is
+ * written as TQ2_0, t3 as TQ1_0, rows a multiple of 256 long). */
 bitnet_status bitnet_writer_create(bitnet_writer **w, FILE *f, bitnet_format fmt, const bitnet_bnt_writer_opts *bnt_opts);
 bitnet_status bitnet_writer_meta(bitnet_writer *w, const char *key, const char *value);
 bitnet_status bitnet_writer_put(bitnet_writer *w, const bitnet_tensor *t);

@@ -1,9 +1,10 @@
 /*
  * reader.c - the generic reader and writer: one interface over .bnt, .npy
- * and safetensors, the format told by magic bytes (never by file name).
+ * safetensors and GGUF, the format told by magic bytes (never by file name).
  * The sniffed bytes are handed to the format's reader as a prefix, so pipes
  * work without rewinding.
  */
+#include "gguf_internal.h"
 #include "internal.h"
 #include "internal_io.h"
 #include "prefix_io.h"
@@ -17,7 +18,7 @@ static const uint8_t npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
 static const char *const format_names[] = {
     [BITNET_FMT_AUTO] = "auto", [BITNET_FMT_BNT] = "bnt", [BITNET_FMT_NPY] = "npy",
-    [BITNET_FMT_SAFETENSORS] = "safetensors",
+    [BITNET_FMT_SAFETENSORS] = "safetensors", [BITNET_FMT_GGUF] = "gguf",
 };
 
 const char *bitnet_format_name(bitnet_format f)
@@ -38,7 +39,7 @@ bitnet_status bitnet_format_parse(const char *name, bitnet_format *out)
         *out = BITNET_FMT_SAFETENSORS;
         return BITNET_OK;
     }
-    return bn_fail(BITNET_E_INVALID, "unknown format '%s' (bnt, npy, safetensors)", name);
+    return bn_fail(BITNET_E_INVALID, "unknown format '%s' (bnt, npy, safetensors, gguf)", name);
 }
 
 bitnet_format bitnet_format_detect(const uint8_t *head, size_t n)
@@ -46,6 +47,7 @@ bitnet_format bitnet_format_detect(const uint8_t *head, size_t n)
     if (!head) return BITNET_FMT_AUTO;
     if (n >= 8 && memcmp(head, bnt_magic, 8) == 0) return BITNET_FMT_BNT;
     if (n >= 6 && memcmp(head, npy_magic, 6) == 0) return BITNET_FMT_NPY;
+    if (n >= 4 && memcmp(head, "GGUF", 4) == 0) return BITNET_FMT_GGUF;
     if (n >= 8) {
         uint64_t len = bn_ld64(head);
         if (len >= 2 && len <= BITNET_ST_MAX_HEADER && (n < 9 || head[8] == '{')) return BITNET_FMT_SAFETENSORS;
@@ -60,6 +62,7 @@ struct bitnet_reader {
     FILE *f;
     bitnet_bnt_reader *bnt;
     bitnet_st_reader *st;
+    bitnet_gguf_reader *gguf;
     uint8_t head[SNIFF_BYTES];
     size_t head_len;
     int npy_state; /* 0 unread, 1 returned, 2 at end */
@@ -88,13 +91,14 @@ bitnet_status bitnet_reader_create(bitnet_reader **out, FILE *f, bitnet_format f
         fmt = bitnet_format_detect(r->head, r->head_len);
         if (fmt == BITNET_FMT_AUTO) {
             free(r);
-            return bn_fail(BITNET_E_FORMAT, "unknown format: the first bytes are not those of .bnt, .npy or safetensors");
+            return bn_fail(BITNET_E_FORMAT, "unknown format: the first bytes are not those of .bnt, .npy, safetensors or GGUF");
         }
     }
     r->fmt = fmt;
     switch (fmt) {
     case BITNET_FMT_BNT: st = bn_bnt_reader_create_prefixed(&r->bnt, f, r->head, r->head_len); break;
     case BITNET_FMT_SAFETENSORS: st = bitnet_st_reader_create(&r->st, f, r->head, r->head_len); break;
+    case BITNET_FMT_GGUF: st = bitnet_gguf_reader_create(&r->gguf, f, r->head, r->head_len); break;
     case BITNET_FMT_NPY: break; /* read whole at the first next() */
     default: st = bn_fail(BITNET_E_INVALID, "reader: bad format");
     }
@@ -113,6 +117,7 @@ size_t bitnet_reader_meta_count(const bitnet_reader *r)
     if (!r) return 0;
     if (r->bnt) return bitnet_bnt_reader_meta_count(r->bnt);
     if (r->st) return bitnet_st_reader_meta_count(r->st);
+    if (r->gguf) return bitnet_gguf_reader_meta_count(r->gguf);
     return 0;
 }
 
@@ -121,6 +126,7 @@ const char *bitnet_reader_meta_key(const bitnet_reader *r, size_t i)
     if (!r) return NULL;
     if (r->bnt) return bitnet_bnt_reader_meta_key(r->bnt, i);
     if (r->st) return bitnet_st_reader_meta_key(r->st, i);
+    if (r->gguf) return bn_gguf_reader_prefixed_key(r->gguf, i);
     return NULL;
 }
 
@@ -129,6 +135,7 @@ const char *bitnet_reader_meta_value(const bitnet_reader *r, size_t i)
     if (!r) return NULL;
     if (r->bnt) return bitnet_bnt_reader_meta_value(r->bnt, i);
     if (r->st) return bitnet_st_reader_meta_value(r->st, i);
+    if (r->gguf) return bitnet_gguf_reader_meta_value(r->gguf, i);
     return NULL;
 }
 
@@ -171,6 +178,9 @@ bitnet_status bitnet_reader_next(bitnet_reader *r, bitnet_tensor *t)
     case BITNET_FMT_SAFETENSORS:
         if ((st = bitnet_st_reader_next(r->st, t))) return st;
         return raw_bytes(t, &r->stored);
+    case BITNET_FMT_GGUF:
+        if ((st = bitnet_gguf_reader_next(r->gguf, t))) return st;
+        return raw_bytes(t, &r->stored);
     case BITNET_FMT_BNT:
         if ((st = bitnet_bnt_reader_next(r->bnt, &info))) return st;
         if ((st = bitnet_bnt_reader_load(r->bnt, t))) return st;
@@ -196,6 +206,11 @@ bitnet_status bitnet_reader_find(bitnet_reader *r, const char *name, bitnet_tens
         if (st != BITNET_E_UNSUPPORTED) return st;
         /* not seekable or no index: scan */
     }
+    if (r->fmt == BITNET_FMT_GGUF) {
+        st = bitnet_gguf_reader_find(r->gguf, name, t);
+        if (st == BITNET_OK) return raw_bytes(t, &r->stored);
+        if (st != BITNET_E_UNSUPPORTED) return st;
+    }
     for (;;) {
         st = bitnet_reader_next(r, t);
         if (st == BITNET_END) return bn_fail(BITNET_E_NOT_FOUND, "no tensor named '%s'", name);
@@ -207,11 +222,14 @@ bitnet_status bitnet_reader_find(bitnet_reader *r, const char *name, bitnet_tens
 
 uint64_t bitnet_reader_stored_bytes(const bitnet_reader *r) { return r ? r->stored : 0; }
 
+bitnet_gguf_reader *bitnet_reader_gguf(bitnet_reader *r) { return r ? r->gguf : NULL; }
+
 void bitnet_reader_free(bitnet_reader *r)
 {
     if (!r) return;
     bitnet_bnt_reader_free(r->bnt);
     bitnet_st_reader_free(r->st);
+    bitnet_gguf_reader_free(r->gguf);
     free(r);
 }
 
@@ -221,6 +239,7 @@ struct bitnet_writer {
     bitnet_format fmt;
     FILE *f;
     bitnet_bnt_writer *bnt;
+    bn_gguf_writer *gguf;
     size_t n_put;
     bitnet_tensor *held; /* safetensors: copies, written at finish */
     size_t cap;
@@ -239,8 +258,9 @@ bitnet_status bitnet_writer_create(bitnet_writer **out, FILE *f, bitnet_format f
     if (!w) return bn_fail(BITNET_E_NOMEM, "writer");
     w->fmt = fmt;
     w->f = f;
-    if (fmt == BITNET_FMT_BNT) {
-        bitnet_status st = bitnet_bnt_writer_create(&w->bnt, f, bnt_opts);
+    if (fmt == BITNET_FMT_BNT || fmt == BITNET_FMT_GGUF) {
+        bitnet_status st = fmt == BITNET_FMT_BNT ? bitnet_bnt_writer_create(&w->bnt, f, bnt_opts)
+                                                 : bn_gguf_writer_create(&w->gguf, f);
         if (st) {
             free(w);
             return st;
@@ -255,6 +275,7 @@ bitnet_status bitnet_writer_meta(bitnet_writer *w, const char *key, const char *
     if (!w || !key || !value) return bn_fail(BITNET_E_INVALID, "writer: NULL metadata");
     switch (w->fmt) {
     case BITNET_FMT_BNT: return bitnet_bnt_writer_meta(w->bnt, key, value);
+    case BITNET_FMT_GGUF: return bn_gguf_writer_meta(w->gguf, key, value);
     case BITNET_FMT_NPY: return BITNET_OK; /* .npy has no place for metadata */
     default: break;
     }
@@ -330,6 +351,10 @@ bitnet_status bitnet_writer_put(bitnet_writer *w, const bitnet_tensor *t)
     case BITNET_FMT_SAFETENSORS:
         if ((st = bn_check_plain_tensor(t, "safetensors"))) return st;
         return hold_copy(w, t);
+    case BITNET_FMT_GGUF:
+        if ((st = bn_gguf_writer_put(w->gguf, t))) return st;
+        w->n_put++;
+        return BITNET_OK;
     default: return bn_fail(BITNET_E_INVALID, "writer: bad format");
     }
 }
@@ -342,6 +367,7 @@ bitnet_status bitnet_writer_finish(bitnet_writer *w)
     w->finished = 1;
     switch (w->fmt) {
     case BITNET_FMT_BNT: st = bitnet_bnt_writer_finish(w->bnt); break;
+    case BITNET_FMT_GGUF: st = bn_gguf_writer_finish(w->gguf); break;
     case BITNET_FMT_NPY:
         if (!w->n_put) st = bn_fail(BITNET_E_INVALID, "a .npy file holds exactly one tensor; none was written");
         break;
@@ -365,6 +391,7 @@ void bitnet_writer_free(bitnet_writer *w)
 {
     if (!w) return;
     bitnet_bnt_writer_free(w->bnt);
+    bn_gguf_writer_free(w->gguf);
     if (w->fmt == BITNET_FMT_SAFETENSORS)
         for (size_t i = 0; i < w->n_put; i++) bitnet_tensor_release(&w->held[i]);
     free(w->held);

@@ -1,5 +1,5 @@
 /*
- * bitnet-convert - converts between .bnt, .npy and safetensors: selects
+ * bitnet-convert - converts between .bnt, .npy, safetensors and GGUF: selects
  * tensors by glob, casts dtypes (round to nearest even), dequantizes ternary
  * and scaled int8 tensors to floats.  The input format comes from its magic
  * bytes, the output format from --to or the output's extension.
@@ -10,9 +10,9 @@
 #include <string.h>
 
 static const char purpose[] =
-    "Converts tensors between .bnt, .npy (one tensor) and safetensors.\n"
+    "Converts tensors between .bnt, .npy (one tensor), safetensors and GGUF.\n"
     "The input format is told by magic bytes; the output format by --to, else by\n"
-    "the extension of OUT (.npy, .safetensors, else .bnt).";
+    "the extension of OUT (.npy, .safetensors, .gguf, else .bnt).";
 
 typedef struct {
     const tool_dev_args *dev;
@@ -159,15 +159,16 @@ int main(int argc, char **argv)
     tool_dev_args dev = tool_dev_args_new();
     struct arg_file *in = arg_file1(NULL, NULL, "IN", "input file ('-' is standard input)");
     struct arg_file *out = arg_file1("o", "output", "OUT", "output file ('-' is standard output)");
-    struct arg_str *from = arg_str0(NULL, "from", "FMT", "input format: bnt, npy, safetensors (default: from magic bytes)");
+    struct arg_str *from = arg_str0(NULL, "from", "FMT", "input format: bnt, npy, safetensors, gguf (default: from magic bytes)");
     struct arg_str *to = arg_str0(NULL, "to", "FMT", "output format (default: OUT's extension, else bnt)");
     struct arg_str *inc = arg_strn("t", "tensor", "GLOB", 0, 10000, "convert only tensors whose name matches (repeatable)");
     struct arg_str *exc = arg_strn(NULL, "exclude", "GLOB", 0, 10000, "skip tensors whose name matches (repeatable)");
     struct arg_str *dtype = arg_str0(NULL, "dtype", "DTYPE", "cast to f32|f16|bf16|f64|i8|i16|i32|i64|u8|t2|t3; "
                                      "ternary and scaled int8 are dequantized to floats");
     struct arg_int *level = arg_int0(NULL, "level", "N", ".bnt output: zlib level 0..9 (default 6)");
+    tool_hf_args hfa = tool_hf_args_new();
     struct arg_end *end = arg_end(20);
-    void *table[] = {in, out, from, to, inc, exc, dtype, level, dev.threads, dev.device, dev.stats,
+    void *table[] = {in, out, from, to, inc, exc, dtype, level, hfa.mode, hfa.scale, dev.threads, dev.device, dev.stats,
                      std.force, std.help, std.version, std.quiet, std.verbose, end};
     FILE *fin = NULL;
     bitnet_reader *r = NULL;
@@ -179,22 +180,26 @@ int main(int argc, char **argv)
     bitnet_status st;
     bitnet_tensor t = {0}, c = {0};
     size_t n_out = 0, n_seen = 0;
+    tool_hf hf = {0};
 
     int done, rc = tool_parse(argc, argv, table, &std, purpose, &done);
     if (rc || done) goto out;
     rc = EXIT_USAGE;
     if (from->count && (bitnet_format_parse(from->sval[0], &in_fmt) || in_fmt == BITNET_FMT_AUTO)) {
-        msg_err("--from: unknown format '%s' (bnt, npy, safetensors)", from->sval[0]);
+        msg_err("--from: unknown format '%s' (bnt, npy, safetensors, gguf)", from->sval[0]);
         goto out;
     }
     if (to->count && (bitnet_format_parse(to->sval[0], &out_fmt) || out_fmt == BITNET_FMT_AUTO)) {
-        msg_err("--to: unknown format '%s' (bnt, npy, safetensors)", to->sval[0]);
+        msg_err("--to: unknown format '%s' (bnt, npy, safetensors, gguf)", to->sval[0]);
         goto out;
     }
     if (dtype->count && bitnet_dtype_parse(dtype->sval[0], &target)) {
         msg_err("--dtype: unknown dtype '%s' (f32 f16 bf16 f64 i8 i16 i32 i64 u8 t2 t3)", dtype->sval[0]);
         goto out;
     }
+    /* to a float dtype the pairs are dequantized as the integration does (q*s or q/s) */
+    if ((rc = tool_hf_init(&hf, &hfa, target != BITNET_DTYPE_INVALID && bitnet_dtype_is_float(target)))) goto out;
+    rc = EXIT_USAGE;
     if (level->count && (level->ival[0] < 0 || level->ival[0] > 9)) {
         msg_err("--level must be 0..9");
         goto out;
@@ -226,12 +231,16 @@ int main(int argc, char **argv)
             goto out;
         }
     }
-    tool_record_meta(w, argc, argv);
-    if ((st = bitnet_writer_meta(w, "source", in->filename[0]))) {
-        rc = tool_fail(st, "%s: metadata", out->filename[0]);
-        goto out;
+    /* GGUF output carries the input's metadata only, so that GGUF -> .bnt ->
+     * GGUF gives back the same bytes */
+    if (out_fmt != BITNET_FMT_GGUF) {
+        tool_record_meta(w, argc, argv);
+        if ((st = bitnet_writer_meta(w, "source", in->filename[0]))) {
+            rc = tool_fail(st, "%s: metadata", out->filename[0]);
+            goto out;
+        }
     }
-    while ((st = bitnet_reader_next(r, &t)) == BITNET_OK) {
+    while ((st = tool_hf_next(&hf, r, &t)) == BITNET_OK) {
         n_seen++;
         if (!selected(t.info.name, inc, exc)) {
             bitnet_tensor_release(&t);
@@ -242,6 +251,11 @@ int main(int argc, char **argv)
         } else {
             c = t;
             memset(&t, 0, sizeof t);
+        }
+        if (out_fmt == BITNET_FMT_GGUF && bitnet_dtype_is_ternary(c.info.dtype)) {
+            double rel = 0;
+            if (bitnet_gguf_scale_error(&c, &rel) == BITNET_OK)
+                msg_info("%s: f16 block scales change the scales by at most %.3g (relative)", c.info.name, rel);
         }
         if ((st = bitnet_writer_put(w, &c))) {
             rc = tool_fail(st, "%s: tensor '%s'", out->filename[0], c.info.name);
@@ -276,6 +290,7 @@ out:
     bitnet_tensor_release(&t);
     bitnet_tensor_release(&c);
     bitnet_writer_free(w);
+    tool_hf_free(&hf);
     bitnet_reader_free(r);
     bitnet_backend_free(conv.be);
     tool_in_close(fin);

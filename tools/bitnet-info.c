@@ -1,5 +1,5 @@
 /*
- * bitnet-info - lists the tensors of .bnt, .npy and safetensors files (name,
+ * bitnet-info - lists the tensors of .bnt, .npy, safetensors and GGUF files (name,
  * dtype, shape, elements, stored and raw bytes, compression ratio, scales),
  * their metadata, or the compute devices.
  */
@@ -11,7 +11,7 @@
 #include <string.h>
 
 static const char purpose[] =
-    "Lists the tensors of .bnt, .npy and safetensors files (format told by magic bytes),\n"
+    "Lists the tensors of .bnt, .npy, safetensors and GGUF files (format told by magic bytes),\n"
     "their metadata (--meta), or the compute devices (--devices).";
 
 static const char *scale_text(const bitnet_tensor_info *in, char *buf, size_t size)
@@ -34,6 +34,46 @@ static uint64_t raw_bytes(const bitnet_tensor_info *in)
 }
 
 static double ratio(uint64_t raw, uint64_t stored) { return stored ? (double)raw / (double)stored : 1.0; }
+
+/* Long metadata values (a tokenizer's vocabulary) are cut in the text listing. */
+static void print_meta_value(const char *v)
+{
+    size_t n = strlen(v);
+    if (n <= 100) {
+        printf("%s\n", v);
+        return;
+    }
+    printf("%.80s... (%zu bytes)\n", v, n);
+}
+
+/* One GGUF tensor as the header describes it: also the ggml types that are
+ * not converted here.  Fills info for the mapped dtype; returns its name or
+ * the ggml type's. */
+static const char *gguf_entry(const bitnet_gguf_tensor_desc *d, bitnet_tensor_info *info, uint64_t *raw)
+{
+    static const struct { uint32_t type; bitnet_dtype dt; bitnet_scale_kind sk; uint32_t group; } map[] = {
+        {0, BITNET_F32, BITNET_SCALE_NONE, 0},   {1, BITNET_F16, BITNET_SCALE_NONE, 0},
+        {30, BITNET_BF16, BITNET_SCALE_NONE, 0}, {28, BITNET_F64, BITNET_SCALE_NONE, 0},
+        {24, BITNET_I8, BITNET_SCALE_NONE, 0},   {25, BITNET_I16, BITNET_SCALE_NONE, 0},
+        {26, BITNET_I32, BITNET_SCALE_NONE, 0},  {27, BITNET_I64, BITNET_SCALE_NONE, 0},
+        {34, BITNET_T3, BITNET_SCALE_GROUP, 256}, {35, BITNET_T2, BITNET_SCALE_GROUP, 256},
+        {36, BITNET_T2, BITNET_SCALE_TENSOR, 0},
+    };
+    memset(info, 0, sizeof *info);
+    snprintf(info->name, sizeof info->name, "%s", d->name);
+    info->rank = d->n_dims;
+    for (uint32_t k = 0; k < d->n_dims; k++) info->dims[k] = d->ne[d->n_dims - 1 - k];
+    info->dtype = BITNET_F32;
+    *raw = 0;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (map[i].type == d->type) {
+            info->dtype = map[i].dt;
+            info->scale_kind = map[i].sk;
+            info->group = map[i].group;
+            *raw = raw_bytes(info);
+        }
+    return bitnet_gguf_type_name(d->type);
+}
 
 /* Lists one file: text on stdout as tensors arrive, or one JSON object
  * appended to `files`.  Returns an exit status. */
@@ -65,17 +105,43 @@ static int info_file(const char *path, int show_meta, json_t *files)
         json_object_set_new(jf, "metadata", jm);
         json_object_set_new(jf, "tensors", jt);
     } else {
-        printf("%s: %s\n", path, fmt);
+        printf("%s: %s", path, fmt);
+        if (bitnet_reader_gguf(r))
+            printf(" (version %" PRIu32 ", alignment %" PRIu32 ", data at byte %" PRIu64 ")",
+                   bitnet_gguf_reader_version(bitnet_reader_gguf(r)), bitnet_gguf_reader_alignment(bitnet_reader_gguf(r)),
+                   bitnet_gguf_reader_data_offset(bitnet_reader_gguf(r)));
+        putchar('\n');
         if (show_meta) {
             printf("metadata: %zu key%s\n", n_meta, n_meta == 1 ? "" : "s");
             for (size_t i = 0; i < n_meta; i++)
-                printf("  %s = %s\n", bitnet_reader_meta_key(r, i), bitnet_reader_meta_value(r, i));
+            {
+                printf("  %s = ", bitnet_reader_meta_key(r, i));
+                print_meta_value(bitnet_reader_meta_value(r, i));
+            }
         }
         printf("%-32s %-5s %-16s %12s %12s %12s %7s %s\n", "name", "dtype", "shape", "elements", "stored", "raw",
                "ratio", "scales");
     }
-    while ((st = bitnet_reader_next(r, &t)) == BITNET_OK) {
-        uint64_t el = 0, raw = raw_bytes(&t.info), stored = bitnet_reader_stored_bytes(r);
+    bitnet_gguf_reader *g = bitnet_reader_gguf(r);
+    size_t gi = 0;
+    for (;;) {
+        const char *type_name = NULL;
+        uint64_t el = 0, raw, stored;
+        if (g) { /* from the header: lists every ggml type, loads nothing */
+            const bitnet_gguf_tensor_desc *d = bitnet_gguf_reader_tensor(g, gi++);
+            if (!d) {
+                st = BITNET_END;
+                break;
+            }
+            memset(&t, 0, sizeof t);
+            type_name = gguf_entry(d, &t.info, &raw);
+            stored = d->bytes;
+        } else {
+            if ((st = bitnet_reader_next(r, &t)) != BITNET_OK) break;
+            raw = raw_bytes(&t.info);
+            stored = bitnet_reader_stored_bytes(r);
+            type_name = bitnet_dtype_name(t.info.dtype);
+        }
         bitnet_tensor_elements(&t.info, &el);
         bitnet_shape_str(&t.info, shape, sizeof shape);
         const char *scales = scale_text(&t.info, sk, sizeof sk);
@@ -83,7 +149,8 @@ static int info_file(const char *path, int show_meta, json_t *files)
             json_t *o = json_object(), *dims = json_array();
             for (uint32_t d = 0; d < t.info.rank; d++) json_array_append_new(dims, json_integer((json_int_t)t.info.dims[d]));
             json_object_set_new(o, "name", json_string(t.info.name));
-            json_object_set_new(o, "dtype", json_string(bitnet_dtype_name(t.info.dtype)));
+            json_object_set_new(o, "dtype", json_string(type_name));
+            if (g) json_object_set_new(o, "converts_to", raw ? json_string(bitnet_dtype_name(t.info.dtype)) : json_null());
             json_object_set_new(o, "shape", dims);
             json_object_set_new(o, "elements", json_integer((json_int_t)el));
             json_object_set_new(o, "stored_bytes", json_integer((json_int_t)stored));
@@ -93,8 +160,8 @@ static int info_file(const char *path, int show_meta, json_t *files)
             if (t.info.scale_kind == BITNET_SCALE_GROUP) json_object_set_new(o, "group", json_integer(t.info.group));
             json_array_append_new(jt, o);
         } else {
-            printf("%-32s %-5s %-16s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %7.2f %s\n", t.info.name,
-                   bitnet_dtype_name(t.info.dtype), shape, el, stored, raw, ratio(raw, stored), scales);
+            printf("%-32s %-5s %-16s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %7.2f %s\n", t.info.name, type_name, shape,
+                   el, stored, raw, ratio(raw, stored), g && !raw && el ? "(not converted here)" : scales);
         }
         n_t++;
         tot_el += el;

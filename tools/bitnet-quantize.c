@@ -59,6 +59,7 @@ static action decide(const plan *p, const bitnet_tensor_info *info, int *explici
 {
     int sel;
     *explicit_sel = 0;
+    if (bitnet_dtype_is_ternary(info->dtype)) return ACT_COPY; /* already quantized (Hugging Face BitNet layout) */
     if (p->tensor->count) {
         sel = glob_any(p->tensor, info->name);
         *explicit_sel = sel;
@@ -238,15 +239,17 @@ int main(int argc, char **argv)
     struct arg_str *keep = arg_str0(NULL, "keep-dtype", "DTYPE", "cast the float tensors left unquantized to DTYPE (f16)");
     struct arg_int *level = arg_int0(NULL, "level", "N", "zlib level 0..9 (default 6)");
     struct arg_file *report = arg_file0(NULL, "report", "FILE.json", "write a per-tensor report as JSON");
+    tool_hf_args hfa = tool_hf_args_new();
     struct arg_end *end = arg_end(20);
     void *table[] = {in, out, p.tensor, p.exclude, p.no_default, scale, pack, p.activations, keep, level, dry, report,
-                     dev.device, dev.threads, dev.stats, std.force, std.help, std.version, std.quiet, std.verbose, end};
+                     hfa.mode, hfa.scale, dev.device, dev.threads, dev.stats, std.force, std.help, std.version, std.quiet, std.verbose, end};
     FILE *fin = NULL;
     bitnet_reader *r = NULL;
     bitnet_writer *w = NULL;
     bitnet_backend *be = NULL;
     tool_out o = {0}, ro = {0};
     bitnet_tensor t = {0}, q = {0};
+    tool_hf hf = {0};
     json_t *rep = NULL;
     char **mv = NULL;
     int *hits = NULL;
@@ -256,6 +259,7 @@ int main(int argc, char **argv)
 
     int done, rc = tool_parse(argc, argv, table, &std, purpose, &done);
     if (rc || done) goto out;
+    if ((rc = tool_hf_init(&hf, &hfa, 0))) goto out;
     rc = EXIT_USAGE;
     p.kind = BITNET_SCALE_TENSOR;
     p.keep = BITNET_DTYPE_INVALID;
@@ -341,7 +345,7 @@ int main(int argc, char **argv)
     const int want_stats = report->count || tool_verbosity >= 2;
     char group_str[32];
     snprintf(group_str, sizeof group_str, ":%u", p.group);
-    while ((st = bitnet_reader_next(r, &t)) == BITNET_OK) {
+    while ((st = tool_hf_next(&hf, r, &t)) == BITNET_OK) {
         int expl;
         action a = decide(&p, &t.info, &expl);
         char shape[256];
@@ -462,6 +466,7 @@ out:
     bitnet_tensor_release(&t);
     bitnet_tensor_release(&q);
     bitnet_writer_free(w);
+    tool_hf_free(&hf);
     bitnet_reader_free(r);
     bitnet_backend_free(be);
     tool_in_close(fin);

@@ -352,6 +352,7 @@ bitnet_format tool_out_format(const char *path, const char *to)
     size_t n = strlen(path);
     if (n >= 4 && strcmp(path + n - 4, ".npy") == 0) return BITNET_FMT_NPY;
     if (n >= 12 && strcmp(path + n - 12, ".safetensors") == 0) return BITNET_FMT_SAFETENSORS;
+    if (n >= 5 && strcmp(path + n - 5, ".gguf") == 0) return BITNET_FMT_GGUF;
     return BITNET_FMT_BNT;
 }
 
@@ -402,4 +403,149 @@ int tool_cast_f32(const char *what, bitnet_tensor *t)
     t->data = f;
     t->info.dtype = BITNET_F32;
     return EXIT_OK;
+}
+
+/* ---- the Hugging Face BitNet layout ------------------------------------------ */
+
+tool_hf_args tool_hf_args_new(void)
+{
+    tool_hf_args a;
+    a.mode = arg_str0(NULL, "hf-bitnet", "auto|on|off",
+                      "u8 NAME + NAME_scale pairs (Hugging Face BitNet layout) become ternary tensors (default auto)");
+    a.scale = arg_str0(NULL, "hf-scale", "mul|div",
+                       "the pairs' scale multiplies (AutoBitLinear, default) or divides (BitLinear) the codes");
+    return a;
+}
+
+int tool_hf_init(tool_hf *h, const tool_hf_args *a, int to_float)
+{
+    memset(h, 0, sizeof *h);
+    h->mode = 1;
+    h->to_float = to_float;
+    if (a->mode->count) {
+        const char *m = a->mode->sval[0];
+        if (!strcmp(m, "off")) h->mode = 0;
+        else if (!strcmp(m, "on")) h->mode = 2;
+        else if (strcmp(m, "auto")) {
+            msg_err("--hf-bitnet: '%s' is not auto, on or off", m);
+            return EXIT_USAGE;
+        }
+    }
+    if (a->scale->count) {
+        const char *m = a->scale->sval[0];
+        if (!strcmp(m, "div")) h->op = BITNET_HF_SCALE_DIV;
+        else if (strcmp(m, "mul")) {
+            msg_err("--hf-scale: '%s' is not mul or div", m);
+            return EXIT_USAGE;
+        }
+    }
+    return EXIT_OK;
+}
+
+void tool_hf_free(tool_hf *h)
+{
+    for (size_t i = 0; i < h->n_held; i++) bitnet_tensor_release(&h->held[i]);
+    free(h->held);
+    memset(h, 0, sizeof *h);
+}
+
+static int is_packed(const bitnet_tensor *t) { return t->info.dtype == BITNET_U8 && t->info.rank == 2; }
+
+static const char *scale_suffix = "_scale";
+
+/* The held tensor called name (with suffix appended when given), or -1. */
+static long find_held(const tool_hf *h, const char *name, const char *suffix)
+{
+    size_t nl = strlen(name), sl = suffix ? strlen(suffix) : 0;
+    for (size_t i = 0; i < h->n_held; i++) {
+        const char *hn = h->held[i].info.name;
+        if (strlen(hn) == nl + sl && !strncmp(hn, name, nl) && (!suffix || !strcmp(hn + nl, suffix))) return (long)i;
+    }
+    return -1;
+}
+
+static bitnet_status hold(tool_hf *h, bitnet_tensor *t)
+{
+    if (h->n_held == h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 8;
+        bitnet_tensor *n = realloc(h->held, cap * sizeof *n);
+        if (!n) return BITNET_E_NOMEM;
+        h->held = n;
+        h->cap = cap;
+    }
+    h->held[h->n_held++] = *t;
+    memset(t, 0, sizeof *t);
+    return BITNET_OK;
+}
+
+static void unhold(tool_hf *h, long i)
+{
+    h->held[i] = h->held[--h->n_held];
+}
+
+static bitnet_status join(tool_hf *h, bitnet_tensor *packed, bitnet_tensor *scale, bitnet_tensor *t)
+{
+    bitnet_status st = h->to_float ? bitnet_hf_dequantize(packed, scale, h->op, t) : bitnet_hf_unpack(packed, scale, h->op, t);
+    if (!st)
+        msg_info("%s: Hugging Face BitNet layout [%llu, %llu] u8 + %s -> %s [%llu, %llu] (scale %s)", packed->info.name,
+                 (unsigned long long)packed->info.dims[0], (unsigned long long)packed->info.dims[1], scale->info.name,
+                 bitnet_dtype_name(t->info.dtype), (unsigned long long)t->info.dims[0],
+                 (unsigned long long)t->info.dims[1], h->op == BITNET_HF_SCALE_MUL ? "multiplies" : "divides");
+    bitnet_tensor_release(packed);
+    bitnet_tensor_release(scale);
+    return st;
+}
+
+bitnet_status tool_hf_next(tool_hf *h, bitnet_reader *r, bitnet_tensor *t)
+{
+    bitnet_tensor x;
+    bitnet_status st;
+    memset(t, 0, sizeof *t);
+    if (!h->mode) return bitnet_reader_next(r, t);
+    for (;;) {
+        if (h->at_end) { /* lone halves go out as they are */
+            if (!h->n_held) return BITNET_END;
+            *t = h->held[0];
+            memmove(h->held, h->held + 1, (h->n_held - 1) * sizeof *h->held);
+            h->n_held--;
+            return BITNET_OK;
+        }
+        if ((st = bitnet_reader_next(r, &x)) == BITNET_END) {
+            h->at_end = 1;
+            for (size_t i = 0; i < h->n_held && h->mode == 2; i++)
+                if (is_packed(&h->held[i])) {
+                    msg_err("tensor '%s': u8 without a '%s%s' tensor (--hf-bitnet on)", h->held[i].info.name,
+                            h->held[i].info.name, scale_suffix);
+                    return BITNET_E_NOT_FOUND;
+                }
+            continue;
+        }
+        if (st) return st;
+        const char *n = x.info.name;
+        size_t nl = strlen(n), sl = strlen(scale_suffix);
+        long i = -1;
+        if (is_packed(&x)) {
+            if ((i = find_held(h, n, scale_suffix)) >= 0) {
+                bitnet_tensor sc = h->held[i];
+                unhold(h, i);
+                return join(h, &x, &sc, t);
+            }
+        } else if (nl > sl && !strcmp(n + nl - sl, scale_suffix) && bitnet_dtype_is_float(x.info.dtype)) {
+            char base[BITNET_MAX_NAME + 1];
+            memcpy(base, n, nl - sl);
+            base[nl - sl] = 0;
+            if ((i = find_held(h, base, NULL)) >= 0 && is_packed(&h->held[i])) {
+                bitnet_tensor pk = h->held[i];
+                unhold(h, i);
+                return join(h, &pk, &x, t);
+            }
+        } else {
+            *t = x;
+            return BITNET_OK;
+        }
+        if ((st = hold(h, &x))) {
+            bitnet_tensor_release(&x);
+            return st;
+        }
+    }
 }

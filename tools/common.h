@@ -96,4 +96,27 @@ void tool_record_meta(bitnet_writer *w, int argc, char **argv);
  * status (messages already printed). */
 int tool_write_tensor(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv);
 
+/* The Hugging Face BitNet layout: u8 "NAME" [out/4, in] + float "NAME_scale"
+ * pairs become one ternary tensor NAME (t2; f32 when to_float).  mode: 0 off,
+ * 1 auto (pairs found by name; lone tensors pass as they are), 2 on (a u8
+ * 2-D tensor without its scale is an error). */
+typedef struct {
+    struct arg_str *mode, *scale;
+} tool_hf_args;
+tool_hf_args tool_hf_args_new(void);
+typedef struct {
+    int mode, to_float;
+    bitnet_hf_scale_op op;
+    bitnet_tensor *held;   /* waiting for their partner */
+    size_t n_held, cap;
+    size_t n_ready, next_ready; /* at the end: held tensors go out as they are */
+    int at_end;
+} tool_hf;
+/* Reads --hf-bitnet/--hf-scale into h.  Returns an exit status. */
+int tool_hf_init(tool_hf *h, const tool_hf_args *a, int to_float);
+/* bitnet_reader_next with the pairs joined (a pair comes out when its second
+ * half is read, lone halves at the end). */
+bitnet_status tool_hf_next(tool_hf *h, bitnet_reader *r, bitnet_tensor *t);
+void tool_hf_free(tool_hf *h);
+
 #endif

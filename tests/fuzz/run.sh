@@ -15,6 +15,7 @@ for bin in "$@"; do
     fuzz_bnt) seeds="$top/testdata/bnt" ;;
     fuzz_npy) seeds="$top/testdata/npy" ;;
     fuzz_safetensors) seeds="$top/testdata/safetensors $top/testdata/real" ;;
+    fuzz_gguf) seeds="$top/testdata/gguf $top/testdata/gguf/bad" ;;
     *) seeds="" ;;
     esac
     work=$(mktemp -d)

@@ -116,7 +116,12 @@ static void test_detect(void **state)
     assert_int_equal(f, BITNET_FMT_SAFETENSORS);
     assert_int_equal(bitnet_format_parse("bnt", &f), BITNET_OK);
     assert_int_equal(f, BITNET_FMT_BNT);
-    assert_int_equal(bitnet_format_parse("gguf", &f), BITNET_E_INVALID);
+    assert_int_equal(bitnet_format_parse("gguf", &f), BITNET_OK);
+    assert_int_equal(f, BITNET_FMT_GGUF);
+    assert_int_equal(bitnet_format_parse("hdf5", &f), BITNET_E_INVALID);
+    const uint8_t gguf[9] = {'G', 'G', 'U', 'F', 3, 0, 0, 0, 0};
+    assert_int_equal(bitnet_format_detect(gguf, 9), BITNET_FMT_GGUF);
+    assert_int_equal(bitnet_format_detect(gguf, 3), BITNET_FMT_AUTO);
     assert_string_equal(bitnet_format_name(BITNET_FMT_SAFETENSORS), "safetensors");
     assert_null(bitnet_format_name((bitnet_format)42));
 }

@@ -114,7 +114,21 @@ int bench_plan_model(bench_plan *p, const char *path)
         rc = tool_fail(st, "%s", path);
         goto out;
     }
-    while ((st = bitnet_reader_next(r, &t)) == BITNET_OK) {
+    bitnet_gguf_reader *g = bitnet_reader_gguf(r);
+    size_t gi = 0;
+    for (;;) {
+        if (g) { /* GGUF: the shapes from the header, whatever the ggml type */
+            const bitnet_gguf_tensor_desc *d = bitnet_gguf_reader_tensor(g, gi++);
+            if (!d) {
+                st = BITNET_END;
+                break;
+            }
+            memset(&t, 0, sizeof t);
+            t.info.rank = d->n_dims;
+            for (uint32_t k = 0; k < d->n_dims; k++) t.info.dims[k] = d->ne[d->n_dims - 1 - k];
+        } else if ((st = bitnet_reader_next(r, &t)) != BITNET_OK) {
+            break;
+        }
         if (t.info.rank == 2) {
             size_t i = 0;
             found = 1;

@@ -295,6 +295,9 @@ void bitnet_writer_free(bitnet_writer *w);
  * before any work is done. */
 typedef struct bitnet_outfile bitnet_outfile;
 bitnet_status bitnet_outfile_open(bitnet_outfile **o, const char *path);
+/* What _open would refuse, checked without creating or opening anything: for
+ * a tool that writes only after long work.  BITNET_E_IO with the reason. */
+bitnet_status bitnet_outfile_check(const char *path);
 /* The stream to write to (owned by o). */
 FILE *bitnet_outfile_stream(const bitnet_outfile *o);
 /* Flushes and checks every write, syncs, renames into place; frees o (also on

@@ -235,6 +235,30 @@ fail:
     return st;
 }
 
+bitnet_status bitnet_outfile_check(const char *path)
+{
+    if (!path || !*path) return bn_fail(BITNET_E_INVALID, "empty output path");
+    char *target;
+    bitnet_status st = follow_links(path, &target);
+    if (st) return st;
+    struct stat sb;
+    if (stat(target, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        st = bn_fail(BITNET_E_IO, "%s: is a directory", target);
+    } else if (stat(target, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+        if (!S_ISSOCK(sb.st_mode) && access(target, W_OK) != 0)
+            st = bn_fail(BITNET_E_IO, "%s: cannot write: %s", target, strerror(errno));
+    } else { /* regular or new: the temporary goes into its directory */
+        const char *slash = strrchr(target, '/');
+        char *dir = slash ? strndup(target, slash == target ? 1 : (size_t)(slash - target)) : strdup(".");
+        if (!dir) st = bn_fail(BITNET_E_NOMEM, "%s: out of memory", path);
+        else if (access(dir, W_OK | X_OK) != 0)
+            st = bn_fail(BITNET_E_IO, "%s: cannot create a file in its directory: %s", target, strerror(errno));
+        free(dir);
+    }
+    free(target);
+    return st;
+}
+
 FILE *bitnet_outfile_stream(const bitnet_outfile *o) { return o ? o->f : NULL; }
 
 /* Syncs the directory holding path (after a rename, for durability). */

@@ -193,6 +193,13 @@ int tool_out_open(tool_out *o, const char *path, int force)
     return EXIT_OK;
 }
 
+int tool_out_check(const char *path)
+{
+    if (strcmp(path, "-") == 0) return EXIT_OK;
+    bitnet_status st = bitnet_outfile_check(path);
+    return st ? tool_fail(st, "%s", path) : EXIT_OK;
+}
+
 int tool_out_commit(tool_out *o)
 {
     int rc = EXIT_OK;

@@ -66,6 +66,9 @@ typedef struct {
     int is_stdout;
 } tool_out;
 int tool_out_open(tool_out *o, const char *path, int force);
+/* What tool_out_open would refuse, checked up front by a tool that writes
+ * only after its work ("-" always passes).  Returns an exit status. */
+int tool_out_check(const char *path);
 int tool_out_commit(tool_out *o);
 void tool_out_abort(tool_out *o);
 

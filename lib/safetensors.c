@@ -168,6 +168,8 @@ static bitnet_status parse_header(bitnet_st_reader *r, const char *text, size_t 
     json_t *v;
     bitnet_status st = BITNET_OK;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
+        return bn_fail(BITNET_E_NOMEM, "safetensors: out of memory reading the header"); /* not the file's fault */
     if (!root)
         return bn_fail(BITNET_E_FORMAT, "safetensors: header JSON: %s (line %d, column %d)", jerr.text, jerr.line,
                        jerr.column);

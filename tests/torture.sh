@@ -6,9 +6,11 @@
 #   2. every libFuzzer harness given as argument (tests/fuzz/fuzz_*.c, new
 #      ones included) for FUZZ_TIME seconds each, growing the committed corpus
 #      (FUZZ_GROW=1 unless set);
-#   3. valgrind memcheck over the CLI tests that run on the CPU only (runs that
-#      name --device opencl or auto are not wrapped: the OpenCL driver's JIT is
-#      outside what memcheck can judge in reasonable time), zero errors wanted.
+#   3. valgrind memcheck over the CLI tests that run on the CPU only: runs that
+#      touch OpenCL (--device opencl or auto, --devices, --list-devices,
+#      --calibrate, --backends) are not wrapped, as the OpenCL loader and
+#      driver (PoCL's JIT) are outside what memcheck can judge in reasonable
+#      time and report their own loader errors; zero errors wanted.
 # Ends with "N passed, N failed" like tests/run.sh.
 # CAMPAIGN_TIME=0 skips the campaign, no harness skips the fuzzing, VALGRIND=0
 # skips memcheck.
@@ -55,7 +57,7 @@ if [ "${VALGRIND:-1}" != 0 ]; then
             name=$(basename "$t")
             cat >"$vg/bin/$name" <<EOF
 #!/bin/sh
-for a in "\$@"; do case \$a in *opencl* | auto | --device=auto) exec "$t" "\$@" ;; esac; done
+for a in "\$@"; do case \$a in *opencl* | auto | --device=auto | --devices | --list-devices | --calibrate | --backends) exec "$t" "\$@" ;; esac; done
 [ -n "\${BITNET_DEVICE:-}" ] && [ "\$BITNET_DEVICE" != cpu ] && exec "$t" "\$@"
 exec valgrind -q --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite \\
     --log-file="$vg/logs/$name.%p" "$t" "\$@"

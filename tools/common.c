@@ -116,6 +116,11 @@ int tool_parse(int argc, char **argv, void **table, const tool_std_args *std, co
         n++;
     }
     int nerr = arg_parse(argc, argv, table);
+    for (int i = 0; i < end->count; i++)
+        if (end->error[i] == ARG_EMALLOC) {
+            msg_err("out of memory");
+            return EXIT_FAIL;
+        }
     if (std->help->count) {
         printf("Usage: %s", tool_name);
         arg_print_syntax(stdout, table, "\n");
@@ -169,7 +174,7 @@ int tool_backend(const tool_dev_args *dev, bitnet_backend **be)
 
 void tool_backend_stats(const tool_dev_args *dev, const bitnet_backend *be)
 {
-    if (!dev->stats->count || !be) return;
+    if (!be || !dev->stats || !dev->stats->count) return; /* stats is NULL when argtable ran out of memory */
     char buf[16384];
     bitnet_backend_stats_format(be, buf, sizeof buf);
     fprintf(stderr, "%s", buf);

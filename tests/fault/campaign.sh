@@ -141,11 +141,12 @@ for sc in $scenarios; do
                 if [ $sc = bitlinear-auto ] && [ "$(grep -c 'warning:' "$W/err")" -gt 1 ]; then
                     problem="$problem; more than one warning"
                 fi
-                # a device fault under auto: one warning that names it, then the CPU
+                # a device fault under auto: a warning names it, then the CPU
+                # (none when the library recovered on the device: a cached
+                # binary that fails to build is rebuilt from source)
                 case $sc:$class in bitlinear-auto:cl*)
-                    if grep -q '^fired' "$W/log" 2>/dev/null &&
-                        [ "$(grep -c "warning: OpenCL failed.*$(step_word $class)" "$W/err")" -ne 1 ]; then
-                        problem="$problem; not exactly one warning naming the failed step"
+                    if grep -q 'warning:' "$W/err" && ! grep -q "warning: OpenCL failed.*$(step_word $class)" "$W/err"; then
+                        problem="$problem; the warning does not name the failed step"
                     fi ;;
                 esac
             elif [ $rc -lt 128 ]; then

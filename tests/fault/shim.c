@@ -12,6 +12,7 @@
  *       clBuildProgram          CL_BUILD_PROGRAM_FAILURE
  *   BN_FAULT_LOG=FILE at exit, one line per class: "CALL COUNT", then
  *                     "fired CALL:N" when the fault was injected.
+ *   BN_FAULT_TRACE=1  print the stack where the fault is injected.
  * Writes and allocations are counted (and failed) only when called from the
  * program itself or from the libraries it uses for its own data (jansson,
  * zlib, argtable2): faults inside the OpenCL driver's compiler, which aborts
@@ -22,12 +23,15 @@
  * Under AddressSanitizer run with ASAN_OPTIONS=verify_asan_link_order=0; the
  * allocation calls go on to the sanitizer's through RTLD_NEXT.
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #define CL_TARGET_OPENCL_VERSION 300
 #include <CL/cl.h>
 #include <dlfcn.h>
 #include <link.h>
 #include <errno.h>
+#include <execinfo.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -75,7 +79,7 @@ static int first_object(struct dl_phdr_info *info, size_t size, void *data)
 
 static int ours(const void *caller)
 {
-    if (in_check) return 0;
+    if (!ready || in_check) return 0; /* before the constructor: the sanitizer may not be up */
     in_check = 1;
     Dl_info di;
     int r = 0;
@@ -97,6 +101,10 @@ static int hit(int c)
     if (!ready) return 0;
     if (c == fault_class && n == fault_n) {
         fired = 1;
+        if (getenv("BN_FAULT_TRACE")) { /* where the fault hit, for a reproducer */
+            void *frames[24];
+            backtrace_symbols_fd(frames, backtrace(frames, 24), STDERR_FILENO);
+        }
         return 1;
     }
     return 0;

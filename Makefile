@@ -145,7 +145,7 @@ $(BUILD)/test-bin/%: $(BUILD)/tools/%.o $$(addprefix $(BUILD)/,$$(subst .c,.o,$$
 $(FAULT_SHIM): tests/fault/shim.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $@")
-	$(Q)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g -shared -fPIC $(PKG_CFLAGS) -o $@ $< -ldl
+	$(Q)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g -fno-omit-frame-pointer -shared -fPIC $(PKG_CFLAGS) -o $@ $< -ldl
 
 $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPER_OBJ) $(LIB_TEST_A)
 	@mkdir -p $(dir $@)

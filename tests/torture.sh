@@ -13,7 +13,7 @@
 #      time and report their own loader errors; zero errors wanted.
 # Ends with "N passed, N failed" like tests/run.sh.
 # CAMPAIGN_TIME=0 skips the campaign, no harness skips the fuzzing, VALGRIND=0
-# skips memcheck.
+# skips memcheck, VALGRIND_TESTS="convert op" picks the CLI tests it wraps.
 # usage: BUILD=build CAMPAIGN_TIME=600 FUZZ_TIME=600 VALGRIND=1 sh tests/torture.sh build-fuzz/fuzz_*
 set -u
 BUILD=${BUILD:-build}
@@ -53,18 +53,20 @@ if [ "${VALGRIND:-1}" != 0 ]; then
         echo "# valgrind memcheck over the CPU-only CLI tests"
         vg=$(mktemp -d)
         mkdir "$vg/bin" "$vg/logs"
+        chmod 755 "$vg" "$vg/bin" # the read-only-directory case runs them as nobody
+        chmod 1777 "$vg/logs"
         for t in "$top/$BUILD"/bin/bitnet-*; do
             name=$(basename "$t")
             cat >"$vg/bin/$name" <<EOF
 #!/bin/sh
 for a in "\$@"; do case \$a in *opencl* | auto | --device=auto | --devices | --list-devices | --calibrate | --backends) exec "$t" "\$@" ;; esac; done
 [ -n "\${BITNET_DEVICE:-}" ] && [ "\$BITNET_DEVICE" != cpu ] && exec "$t" "\$@"
-exec valgrind -q --tool=memcheck --leak-check=full --errors-for-leak-kinds=definite \\
+exec valgrind -q --tool=memcheck --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \\
     --log-file="$vg/logs/$name.%p" "$t" "\$@"
 EOF
             chmod +x "$vg/bin/$name"
         done
-        for t in convert info quantize op matmul bnt_corpus outputs; do
+        for t in ${VALGRIND_TESTS:-convert info quantize op matmul bnt_corpus outputs}; do
             f=$top/tests/cli/test_$t.sh
             [ -f "$f" ] || continue
             BIN="$vg/bin" TEST_BIN="$top/$BUILD/test-bin" TESTDATA="$top/testdata" BUILD="$BUILD" sh "$f" >"$log" 2>&1

@@ -59,6 +59,7 @@ cmd() { # scenario outdir
 outname() { case $1 in convert | quantize) echo out.bnt ;; *) echo out.npy ;; esac; }
 scenarios="convert quantize bitlinear-cpu"
 [ "$mode" = quick ] && scenarios="convert bitlinear-cpu"
+[ -n "${CAMPAIGN_SCENARIOS:-}" ] && scenarios=$CAMPAIGN_SCENARIOS # e.g. "convert quantize"
 [ $have_opencl = 1 ] && scenarios="$scenarios bitlinear-opencl bitlinear-auto"
 [ $have_opencl = 1 ] || echo "# skipped: OpenCL scenarios (no OpenCL device)"
 

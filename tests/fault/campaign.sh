@@ -59,9 +59,9 @@ cmd() { # scenario outdir
 outname() { case $1 in convert | quantize) echo out.bnt ;; *) echo out.npy ;; esac; }
 scenarios="convert quantize bitlinear-cpu"
 [ "$mode" = quick ] && scenarios="convert bitlinear-cpu"
-[ -n "${CAMPAIGN_SCENARIOS:-}" ] && scenarios=$CAMPAIGN_SCENARIOS # e.g. "convert quantize"
 [ $have_opencl = 1 ] && scenarios="$scenarios bitlinear-opencl bitlinear-auto"
 [ $have_opencl = 1 ] || echo "# skipped: OpenCL scenarios (no OpenCL device)"
+[ -n "${CAMPAIGN_SCENARIOS:-}" ] && scenarios=$CAMPAIGN_SCENARIOS # e.g. "convert quantize"
 
 # what the message of a failed OpenCL step must name
 step_word() { case $1 in clBuildProgram) echo 'build' ;; *) echo "$1" ;; esac; }

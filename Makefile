@@ -5,6 +5,8 @@
 #   make check      build and run every test (unit + CLI)
 #   make demo       convert, quantize and run a real model
 #   make fuzz       run each libFuzzer harness for FUZZ_TIME seconds (clang)
+#   make torture    the long campaigns: every fault of tests/fault, the fuzzers
+#                   for FUZZ_TIME (default 600 s each), valgrind over the CLI tests
 #   make install    prefix/PREFIX DESTDIR bindir libdir includedir mandir
 #   make SAN=1      build with -fsanitize=address,undefined (into build-san/)
 #   V=1             show the commands
@@ -63,9 +65,16 @@ KERNELS  := $(sort $(wildcard kernels/*.cl))
 GEN_SRC  := $(BUILD)/gen/kernels_embed.c
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o) $(BUILD)/gen/kernels_embed.o
 LIB_A    := $(BUILD)/lib/libbitnet.a
+# The test variant: the same objects, but lib/testhooks.c built with
+# -DBITNET_TEST_HOOKS (BITNET_TEST_PERTURB / BITNET_TEST_FAIL read from the
+# environment).  Only the unit tests and the test copies of the tools
+# ($(BUILD)/test-bin/) link it; nothing installed does.
+LIB_TEST_A := $(BUILD)/lib/libbitnet-test.a
+LIB_TEST_OBJ := $(filter-out $(BUILD)/lib/testhooks.o,$(LIB_OBJ)) $(BUILD)/lib/testhooks-test.o
 
 TOOL_SRC := $(wildcard tools/bitnet-*.c)
 TOOLS    := $(TOOL_SRC:tools/%.c=$(BUILD)/bin/%)
+TEST_TOOLS := $(TOOL_SRC:tools/%.c=$(BUILD)/test-bin/%)
 TOOL_COMMON := $(filter-out $(TOOL_SRC),$(wildcard tools/*.c))
 TOOL_COMMON_OBJ := $(TOOL_COMMON:%.c=$(BUILD)/%.o)
 
@@ -76,12 +85,13 @@ UNIT_HELPER_OBJ := $(UNIT_HELPER:%.c=$(BUILD)/%.o)
 
 MANPAGES := $(wildcard man/*.[157])
 
-.PHONY: FORCE fuzz-lib all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device deps
+.PHONY: FORCE fuzz-lib torture all lib tools tests check check-unit check-cli demo fuzz install uninstall clean lint-man device deps
 all: lib tools tests
 
 lib: $(LIB_A)
 tools: $(TOOLS)
-tests: $(UNIT_BIN)
+FAULT_SHIM := $(BUILD)/tests/fault/shim.so
+tests: $(UNIT_BIN) $(TEST_TOOLS) $(FAULT_SHIM)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -108,6 +118,16 @@ $(LIB_A): $(LIB_OBJ)
 	@$(if $(Q),echo "  AR      $@")
 	$(Q)rm -f $@ && ar rcs $@ $^
 
+$(BUILD)/lib/testhooks-test.o: lib/testhooks.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (test hooks)")
+	$(Q)$(CC) $(ALL_CFLAGS) -DBITNET_TEST_HOOKS -c $< -o $@
+
+$(LIB_TEST_A): $(LIB_TEST_OBJ)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  AR      $@")
+	$(Q)rm -f $@ && ar rcs $@ $^
+
 # A tool is tools/NAME.c, plus tools/NAME/*.c when it needs more than one file.
 # (No % in the secondary expansion: make replaces it with the stem first.)
 .SECONDEXPANSION:
@@ -117,7 +137,19 @@ $(BUILD)/bin/%: $(BUILD)/tools/%.o $$(addprefix $(BUILD)/,$$(subst .c,.o,$$(wild
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPER_OBJ) $(LIB_A)
+$(BUILD)/test-bin/%: $(BUILD)/tools/%.o $$(addprefix $(BUILD)/,$$(subst .c,.o,$$(wildcard tools/$$*/*.c))) $(TOOL_COMMON_OBJ) $(LIB_TEST_A)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(LIBS)
+
+# The fault-injection shim (LD_PRELOAD) is never sanitized: it forwards the
+# allocations to the sanitizer's.
+$(FAULT_SHIM): tests/fault/shim.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) -std=c11 -D_GNU_SOURCE $(WARN) -O1 -g -fno-omit-frame-pointer -shared -fPIC $(PKG_CFLAGS) -o $@ $< -ldl
+
+$(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPER_OBJ) $(LIB_TEST_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LIBS)
@@ -164,6 +196,23 @@ build-fuzz/%: tests/fuzz/%.c fuzz-lib
 
 fuzz: $(FUZZ_BIN)
 	$(Q)FUZZ_TIME=$(FUZZ_TIME) sh tests/fuzz/run.sh $(FUZZ_BIN)
+
+# ---- torture: long campaigns (by hand; CI runs it with small budgets) ----------
+# CAMPAIGN_TIME bounds the full fault campaign (seconds), TORTURE_FUZZ_TIME
+# each fuzzer, FUZZ_GROW=1 merges new coverage into tests/fuzz/corpus/,
+# VALGRIND=0 skips memcheck.  Every harness tests/fuzz/fuzz_*.c
+# is run, new ones included.
+TORTURE_FUZZ_TIME ?= 600
+CAMPAIGN_TIME ?= 600
+VALGRIND ?= 1
+FUZZ_GROW ?= 1
+torture:
+	$(Q)sh tools/install-deps.sh --ci
+	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(MAKE) --no-print-directory SAN=1 all
+	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN)
+	$(Q)BUILD=$(BUILD) CAMPAIGN_TIME=$(CAMPAIGN_TIME) FUZZ_TIME=$(TORTURE_FUZZ_TIME) FUZZ_GROW=$(FUZZ_GROW) VALGRIND=$(VALGRIND) \
+	  sh tests/torture.sh $(FUZZ_BIN)
 
 # ---- install -----------------------------------------------------------------
 FORCE:

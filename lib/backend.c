@@ -74,24 +74,7 @@ void bitnet_backend_set_log(bitnet_backend *be, bitnet_log_fn fn, void *user)
     be->log_user = user;
 }
 
-/* 1 when the comma-separated list in $var holds word. */
-static int env_list_has(const char *var, const char *word)
-{
-    const char *v = getenv(var);
-    if (!v || !*v || !word) return 0;
-    size_t n = strlen(word);
-    for (const char *p = v; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        if (len == n && memcmp(p, word, n) == 0) return 1;
-        if (!e) break;
-        p = e + 1;
-    }
-    return 0;
-}
-
-int bn_test_perturb(const char *op) { return env_list_has("BITNET_TEST_PERTURB", op); }
-int bn_test_fail(const char *step) { return env_list_has("BITNET_TEST_FAIL", step); }
+/* bn_test_perturb and bn_test_fail: lib/testhooks.c. */
 
 /* ---- cache directory --------------------------------------------------- */
 

@@ -88,10 +88,13 @@ void bn_backend_fallback(bitnet_backend *be, const char *op, bitnet_status st);
 /* Adds one call's host-side wall time to the op statistics. */
 void bn_backend_record(bitnet_backend *be, const bn_target *t, const char *op, double ms, uint64_t bytes);
 void bn_backend_log(bitnet_backend *be, bitnet_log_level level, const char *fmt, ...) BN_PRINTF(3, 4);
-/* Test hook: nonzero when $BITNET_TEST_PERTURB names `op`; fast paths then
- * corrupt one output element (the planted bug that verify/bench must catch). */
+/* Test hooks (lib/testhooks.c).  Always 0 in libbitnet.a; only the test
+ * variant libbitnet-test.a (-DBITNET_TEST_HOOKS, linked by the unit tests and
+ * the test copies of the tools) reads the environment:
+ * nonzero when $BITNET_TEST_PERTURB names `op`; fast paths then corrupt one
+ * output element (the planted bug that verify/bench must catch). */
 int bn_test_perturb(const char *op);
-/* Test hook: nonzero when $BITNET_TEST_FAIL names `step` (create|build|alloc|run). */
+/* ... nonzero when $BITNET_TEST_FAIL names `step` (create|build|alloc|run). */
 int bn_test_fail(const char *step);
 
 static inline int bn_is_device_error(bitnet_status st)

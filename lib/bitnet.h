@@ -356,6 +356,38 @@ bitnet_status bitnet_writer_put(bitnet_writer *w, const bitnet_tensor *t);
 bitnet_status bitnet_writer_finish(bitnet_writer *w);
 void bitnet_writer_free(bitnet_writer *w);
 
+/* ==== output files ======================================================== */
+
+/* Writing a file without ever destroying what the path names.  A regular file
+ * or a new path is written to a temporary file in the same directory, named
+ * ".NAME.bnpart.XXXXXX" (bitnet_outfile_is_temp), and renamed over the target
+ * by _commit, keeping a replaced file's permission bits: readers see the old
+ * file or the new one whole, never a mixture, and a failed write leaves the
+ * target as it was.  A symbolic link is followed (the file it names is
+ * replaced, the link stays).  A character or block device, a FIFO or a socket
+ * is written directly, every write and the final close checked.  A directory,
+ * or a target whose directory cannot be written, fails here (BITNET_E_IO)
+ * before any work is done. */
+typedef struct bitnet_outfile bitnet_outfile;
+bitnet_status bitnet_outfile_open(bitnet_outfile **o, const char *path);
+/* What _open would refuse, checked without creating or opening anything: for
+ * a tool that writes only after long work.  BITNET_E_IO with the reason. */
+bitnet_status bitnet_outfile_check(const char *path);
+/* The stream to write to (owned by o). */
+FILE *bitnet_outfile_stream(const bitnet_outfile *o);
+/* Flushes and checks every write, syncs, renames into place; frees o (also on
+ * failure, where the temporary is removed and the target left as it was). */
+bitnet_status bitnet_outfile_commit(bitnet_outfile *o);
+/* Removes the temporary, leaves the target as it was; frees o.  NULL: no-op. */
+void bitnet_outfile_abort(bitnet_outfile *o);
+/* Removes every temporary file of this process not yet committed or aborted.
+ * Async-signal-safe: for a SIGINT/SIGTERM/SIGHUP/SIGPIPE handler that then
+ * ends the process. */
+void bitnet_outfile_unlink_pending(void);
+/* Nonzero when the last component of path has the name of such a temporary
+ * (a leftover of a process killed by SIGKILL or a crash): never an input. */
+int bitnet_outfile_is_temp(const char *path);
+
 /* ==== backends =========================================================== */
 
 /* A backend runs ops on one device: the CPU (own C kernels, SIMD picked at run

@@ -85,7 +85,7 @@ uint64_t bn_thresholds_floor(void)
 
 static bitnet_status thresholds_store(bitnet_backend *be, json_t *doc, char *path, size_t size)
 {
-    char dir[4096], tmp[4300];
+    char dir[4096];
     if (thresholds_path(be, path, size) != 0 || !bitnet_cache_dir(dir, sizeof dir))
         return bn_fail(BITNET_E_IO, "calibration: no cache directory (set XDG_CACHE_HOME or HOME)");
     /* the directory, and its parent for ~/.cache */
@@ -97,12 +97,14 @@ static bitnet_status thresholds_store(bitnet_backend *be, json_t *doc, char *pat
         mkdir(parent, 0755);
     }
     mkdir(dir, 0755);
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(doc, tmp, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
+    bitnet_outfile *o;
+    bitnet_status st = bitnet_outfile_open(&o, path);
+    if (st) return st;
+    if (json_dumpf(doc, bitnet_outfile_stream(o), JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0) {
+        bitnet_outfile_abort(o);
         return bn_fail(BITNET_E_IO, "calibration: cannot write %s", path);
     }
-    return BITNET_OK;
+    return bitnet_outfile_commit(o);
 }
 
 /* ---- calibration ------------------------------------------------------------------ */

@@ -168,9 +168,27 @@ static bitnet_status parse_header(bitnet_st_reader *r, const char *text, size_t 
     json_t *v;
     bitnet_status st = BITNET_OK;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root && (json_error_code(&jerr) == json_error_out_of_memory || !jerr.text[0]))
+        return bn_fail(BITNET_E_NOMEM, "safetensors: out of memory reading the header"); /* not the file's fault */
+    /* jansson's lexer drops a character when its buffer cannot grow and
+     * parses on (seen in the fault campaign: "layers.0.weight" read as
+     * "layers.0.weigh", exit 0), or reports a syntax error.  A second parse
+     * that must give the same result catches a failed allocation in either. */
+    json_error_t jerr2;
+    json_t *again = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr2);
+    if (!root && again) {
+        json_decref(again);
+        return bn_fail(BITNET_E_NOMEM, "safetensors: out of memory reading the header");
+    }
     if (!root)
         return bn_fail(BITNET_E_FORMAT, "safetensors: header JSON: %s (line %d, column %d)", jerr.text, jerr.line,
                        jerr.column);
+    int same = again && json_equal(root, again);
+    json_decref(again);
+    if (!same) {
+        json_decref(root);
+        return bn_fail(BITNET_E_NOMEM, "safetensors: out of memory reading the header");
+    }
     if (!json_is_object(root)) {
         json_decref(root);
         return bn_fail(BITNET_E_FORMAT, "safetensors: header is not a JSON object");

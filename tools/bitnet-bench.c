@@ -181,6 +181,7 @@ int main(int argc, char **argv)
     }
     const char *out_path = a_out->count ? a_out->filename[0] : NULL, *plot = a_plot->count ? a_plot->filename[0] : NULL;
 
+    if ((out_path && (rc = tool_out_check(out_path))) || (plot && (rc = tool_out_check(plot)))) goto cleanup;
     if (a_list->count) {
         rc = list_devices(fmt == BENCH_FMT_JSON || fmt == BENCH_FMT_JSONL);
         goto cleanup;

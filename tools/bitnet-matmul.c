@@ -164,6 +164,7 @@ int main(int argc, char **argv)
         msg_err("standard input can be read only once (weights and input are both '-')");
         goto out;
     }
+    if ((rc = tool_out_check(output->sval[0]))) goto out;
     if ((rc = load_weights(wspec->sval[0], &w))) goto out;
     if ((rc = load_input(xspec->sval[0], &x))) goto out;
     const uint64_t out_dim = w.t.info.dims[0], in_dim = w.t.info.dims[1];

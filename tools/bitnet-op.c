@@ -362,6 +362,7 @@ int main(int argc, char **argv)
         msg_err("scale needs --alpha");
         goto out;
     }
+    if ((rc = tool_out_check(output->sval[0]))) goto out;
     if ((rc = load_f32(inputs->sval[0], &x))) goto out;
     if (op->arity == 2 && (rc = load_f32(inputs->sval[1], &x2))) goto out;
     if ((rc = tool_backend(&dev, &be))) goto out;

@@ -301,6 +301,7 @@ int main(int argc, char **argv)
     }
     if ((rc = tool_backend(&dev, &be))) goto out;
     if ((rc = tool_in_open(in->filename[0], &fin))) goto out;
+    if (report->count && (rc = tool_out_check(report->filename[0]))) goto out;
     if ((st = bitnet_reader_create(&r, fin, BITNET_FMT_AUTO))) {
         rc = tool_fail(st, "%s", in->filename[0]);
         goto out;

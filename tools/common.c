@@ -13,21 +13,27 @@
 const char *tool_name = "bitnet";
 int tool_verbosity = 1;
 
-static char *pending_tmp; /* removed on SIGINT/SIGTERM */
-
+/* A signal while an output is being written: remove its temporary (the
+ * target stays as it was), then die of the signal so that the parent sees
+ * the conventional status (128 + n). */
 static void on_signal(int sig)
 {
-    if (pending_tmp) unlink(pending_tmp);
+    bitnet_outfile_unlink_pending();
     signal(sig, SIG_DFL);
     raise(sig);
 }
 
 void tool_init(const char *name)
 {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     tool_name = name;
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
-    signal(SIGPIPE, SIG_IGN); /* a closed pipe becomes a write error we report */
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 static void vmsg(const char *kind, const char *fmt, va_list ap)
@@ -110,6 +116,11 @@ int tool_parse(int argc, char **argv, void **table, const tool_std_args *std, co
         n++;
     }
     int nerr = arg_parse(argc, argv, table);
+    for (int i = 0; i < end->count; i++)
+        if (end->error[i] == ARG_EMALLOC) {
+            msg_err("out of memory");
+            return EXIT_FAIL;
+        }
     if (std->help->count) {
         printf("Usage: %s", tool_name);
         arg_print_syntax(stdout, table, "\n");
@@ -163,7 +174,7 @@ int tool_backend(const tool_dev_args *dev, bitnet_backend **be)
 
 void tool_backend_stats(const tool_dev_args *dev, const bitnet_backend *be)
 {
-    if (!dev->stats->count || !be) return;
+    if (!be || !dev->stats || !dev->stats->count) return; /* stats is NULL when argtable ran out of memory */
     char buf[16384];
     bitnet_backend_stats_format(be, buf, sizeof buf);
     fprintf(stderr, "%s", buf);
@@ -181,40 +192,17 @@ int tool_out_open(tool_out *o, const char *path, int force)
         o->is_stdout = 1;
         return EXIT_OK;
     }
-    struct stat sb;
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        msg_err("%s: is a directory", path);
-        return EXIT_IO;
-    }
-    size_t n = strlen(path);
-    o->path = strdup(path);
-    o->tmp = malloc(n + 16);
-    if (!o->path || !o->tmp) {
-        msg_err("out of memory");
-        tool_out_abort(o);
-        return EXIT_FAIL;
-    }
-    /* The temporary lives next to the target so that rename() is atomic. */
-    snprintf(o->tmp, n + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(o->tmp);
-    if (fd < 0) {
-        msg_err("%s: cannot create: %s", path, strerror(errno));
-        free(o->tmp);
-        o->tmp = NULL;
-        tool_out_abort(o);
-        return EXIT_IO;
-    }
-    mode_t mask = umask(0);
-    umask(mask);
-    fchmod(fd, 0666 & ~mask); /* mkstemp makes 0600; give the usual mode */
-    o->f = fdopen(fd, "wb");
-    if (!o->f) {
-        close(fd);
-        tool_out_abort(o);
-        return EXIT_IO;
-    }
-    pending_tmp = o->tmp;
+    bitnet_status st = bitnet_outfile_open(&o->out, path);
+    if (st) return tool_fail(st, "%s", path);
+    o->f = bitnet_outfile_stream(o->out);
     return EXIT_OK;
+}
+
+int tool_out_check(const char *path)
+{
+    if (strcmp(path, "-") == 0) return EXIT_OK;
+    bitnet_status st = bitnet_outfile_check(path);
+    return st ? tool_fail(st, "%s", path) : EXIT_OK;
 }
 
 int tool_out_commit(tool_out *o)
@@ -226,42 +214,22 @@ int tool_out_commit(tool_out *o)
             rc = EXIT_IO;
         }
         o->f = NULL;
+        o->is_stdout = 0;
         return rc;
     }
-    if (!o->f) return EXIT_IO;
-    if (fflush(o->f) != 0 || ferror(o->f) || fsync(fileno(o->f)) != 0) {
-        msg_err("%s: write failed: %s", o->path, strerror(errno));
-        tool_out_abort(o);
-        return EXIT_IO;
-    }
-    if (fclose(o->f) != 0) {
-        o->f = NULL;
-        msg_err("%s: write failed: %s", o->path, strerror(errno));
-        tool_out_abort(o);
-        return EXIT_IO;
-    }
+    if (!o->out) return EXIT_IO;
+    bitnet_status st = bitnet_outfile_commit(o->out);
+    o->out = NULL;
     o->f = NULL;
-    if (rename(o->tmp, o->path) != 0) {
-        msg_err("%s: cannot rename into place: %s", o->path, strerror(errno));
-        tool_out_abort(o);
-        return EXIT_IO;
-    }
-    pending_tmp = NULL;
-    free(o->tmp);
-    free(o->path);
-    o->tmp = o->path = NULL;
-    return EXIT_OK;
+    return st ? tool_fail(st, "cannot write the output") : EXIT_OK;
 }
 
 void tool_out_abort(tool_out *o)
 {
-    if (o->f && !o->is_stdout) fclose(o->f);
+    bitnet_outfile_abort(o->out);
+    o->out = NULL;
     o->f = NULL;
-    if (o->tmp) unlink(o->tmp);
-    if (pending_tmp == o->tmp) pending_tmp = NULL;
-    free(o->tmp);
-    free(o->path);
-    o->tmp = o->path = NULL;
+    o->is_stdout = 0;
 }
 
 int tool_in_open(const char *path, FILE **f)
@@ -269,6 +237,10 @@ int tool_in_open(const char *path, FILE **f)
     if (strcmp(path, "-") == 0) {
         *f = stdin;
         return EXIT_OK;
+    }
+    if (bitnet_outfile_is_temp(path)) {
+        msg_err("%s: not read: the unfinished temporary file of an interrupted write (see bitnet(7))", path);
+        return EXIT_USAGE;
     }
     *f = fopen(path, "rb");
     if (!*f) {

@@ -55,20 +55,25 @@ int tool_backend(const tool_dev_args *dev, bitnet_backend **be);
 /* Prints the backend's statistics to stderr when --stats was given. */
 void tool_backend_stats(const tool_dev_args *dev, const bitnet_backend *be);
 
-/* Atomic output: "-" is stdout (refused when a terminal unless force);
- * otherwise a temporary file in the target's directory, renamed over the
- * target by tool_out_commit and removed by tool_out_abort (also on SIGINT/
- * SIGTERM). */
+/* Output: "-" is stdout (refused when a terminal unless force); otherwise a
+ * bitnet_outfile (a regular file is written through a temporary renamed over
+ * it by tool_out_commit; a device, FIFO or socket directly).  tool_out_abort
+ * leaves the target as it was; so does SIGINT/SIGTERM/SIGHUP/SIGPIPE (after
+ * tool_init).  Both are safe to call again. */
 typedef struct {
     FILE *f;
-    char *path, *tmp;
+    bitnet_outfile *out;
     int is_stdout;
 } tool_out;
 int tool_out_open(tool_out *o, const char *path, int force);
+/* What tool_out_open would refuse, checked up front by a tool that writes
+ * only after its work ("-" always passes).  Returns an exit status. */
+int tool_out_check(const char *path);
 int tool_out_commit(tool_out *o);
 void tool_out_abort(tool_out *o);
 
-/* Input "-" is stdin. */
+/* Input "-" is stdin; a leftover temporary of an interrupted write
+ * (bitnet_outfile_is_temp) is refused with EXIT_USAGE. */
 int tool_in_open(const char *path, FILE **f);
 void tool_in_close(FILE *f);
 

@@ -1,11 +1,12 @@
 #!/bin/sh
 # install-deps.sh - installs the Debian/Ubuntu packages the toolkit needs,
 # only those missing (apt-get as root, through sudo otherwise).  Run by
-# `make demo` and `make check`; CI runs it with --update.
+# `make demo` and `make check`; CI and `make torture` run it with --ci (also
+# clang and its sanitizer runtime for the fuzzers, valgrind, gnuplot).
 set -eu
 PKGS="build-essential pkg-config zlib1g-dev libargtable2-dev libjansson-dev libcmocka-dev
 libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo mandoc"
-[ "${1:-}" = --ci ] && PKGS="$PKGS clang libclang-rt-14-dev gnuplot-nox"
+[ "${1:-}" = --ci ] && PKGS="$PKGS clang libclang-rt-14-dev gnuplot-nox valgrind"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

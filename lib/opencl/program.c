@@ -10,7 +10,7 @@
  *     "BNCLBIN1" | key u64 | binary length u64 | CRC-32 of the binary u32 | 0 u32
  * (little-endian) so that a truncated or corrupt file is caught before the
  * driver sees it; such a file is rebuilt and rewritten silently.  Writes go
- * to a temporary file renamed into place.  BITNET_CACHE=0 disables it.
+ * through bitnet_outfile (lib/fileout.c).  BITNET_CACHE=0 disables it.
  */
 #include "ocl_impl.h"
 
@@ -197,28 +197,27 @@ static unsigned char *cache_load(uint64_t key, size_t *len)
     return bin;
 }
 
-/* Writes key's entry atomically; failures only cost a rebuild next time. */
+/* Writes key's entry through bitnet_outfile (a temporary renamed into place:
+ * two processes, or two threads, storing one key leave one whole entry);
+ * failures only cost a rebuild next time. */
 static void cache_store(uint64_t key, const unsigned char *bin, size_t len)
 {
-    char dir[4096], path[4200], tmp[4300];
+    char dir[4096], path[4200];
     if (len == 0 || len > CACHE_MAX || !bitnet_cache_dir(dir, sizeof dir) || mkdir_p(dir) != 0) return;
     if (cache_path(key, path, sizeof path) != 0) return;
-    static unsigned seq; /* two threads of one process may store the same key */
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
-    FILE *f = fopen(tmp, "wb");
-    if (!f) return;
+    bitnet_outfile *o;
+    if (bitnet_outfile_open(&o, path) != BITNET_OK) return;
+    FILE *f = bitnet_outfile_stream(o);
     uint8_t h[CACHE_HEADER] = {0};
     memcpy(h, CACHE_MAGIC, 8);
     bn_st64(h + 8, key);
     bn_st64(h + 16, len);
     bn_st32(h + 24, (uint32_t)crc32(0L, bin, (uInt)len));
-    int ok = fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(bin, 1, len, f) == len;
-    ok = (fclose(f) == 0) && ok;
-    if (ok && rename(tmp, path) == 0) {
-        COUNT(writes);
+    if (fwrite(h, 1, sizeof h, f) != sizeof h || fwrite(bin, 1, len, f) != len) {
+        bitnet_outfile_abort(o);
         return;
     }
-    unlink(tmp);
+    if (bitnet_outfile_commit(o) == BITNET_OK) COUNT(writes);
 }
 
 static unsigned char *program_binary(cl_program prog, size_t *len)

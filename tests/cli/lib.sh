@@ -4,6 +4,9 @@ set -u
 BIN=${BIN:?BIN must point at the built tools}
 TESTDATA=${TESTDATA:?}
 PATH="$BIN:$PATH"
+# The same tools linked with the test variant of the library (test hooks
+# BITNET_TEST_PERTURB / BITNET_TEST_FAIL on); the shipped ones ignore them.
+TEST_BIN=${TEST_BIN:-$(dirname "$BIN")/test-bin}
 export BITNET_CACHE_DIR_TEST=1
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

@@ -64,11 +64,11 @@ check "file covers zlib 0, 1, 6 and 1, 2 threads" \
 # ---- planted bugs are caught ----
 for p in bitlinear:bitlinear binary:add quantize_weights:quantize_weights unary:gelu; do
     hook=${p%%:*}; op=${p#*:}
-    BITNET_TEST_PERTURB=$hook expect_rc 1 "planted bug in $hook: exit 1" bench --op $op --shape 64x512 --device $DEVS
+    BITNET_TEST_PERTURB=$hook expect_rc 1 "planted bug in $hook: exit 1" "$TEST_BIN/bitnet-bench" $FAST --op $op --shape 64x512 --device $DEVS
     expect_out "FAIL" "planted bug in $hook: FAIL row"
     expect_err "check FAILED" "planted bug in $hook: named on stderr"
 done
-expect_rc 0 "--no-check skips the checks" env BITNET_TEST_PERTURB=bitlinear bitnet-bench $FAST --op bitlinear \
+expect_rc 0 "--no-check skips the checks" env BITNET_TEST_PERTURB=bitlinear "$TEST_BIN/bitnet-bench" $FAST --op bitlinear \
     --shape 64x512 --no-check
 
 # ---- formats ----
@@ -180,7 +180,7 @@ fi
 printf '{"tool": "other"}' >"$T/other.json"
 expect_rc 1 "--from refuses other JSON" bitnet-bench --from "$T/other.json"
 expect_err "not the --format json output" "--from says why"
-BITNET_TEST_PERTURB=bitlinear bitnet-bench $FAST --op bitlinear --shape 64x512 --format json >"$T/fail.json" 2>/dev/null
+BITNET_TEST_PERTURB=bitlinear "$TEST_BIN/bitnet-bench" $FAST --op bitlinear --shape 64x512 --format json >"$T/fail.json" 2>/dev/null
 expect_rc 1 "--from: saved FAIL rows keep exit status 1" bitnet-bench --from "$T/fail.json"
 
 mkdir -p "$T/nognuplot"

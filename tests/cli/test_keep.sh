@@ -41,5 +41,5 @@ expect_rc 0 "JSON carries the note" bench --op matmul_f32 --shape 33x65 --device
 expect_out "\"note\": \"$NOTE\"" "the JSON row's note says the weights were kept"
 
 expect_rc 1 "a planted bug still fails the check with kept weights" \
-    env BITNET_TEST_PERTURB=bitlinear bitnet-bench $FAST --op bitlinear --shape 17x300 --scale row --device opencl --keep-weights --format csv
+    env BITNET_TEST_PERTURB=bitlinear "$TEST_BIN/bitnet-bench" $FAST --op bitlinear --shape 17x300 --scale row --device opencl --keep-weights --format csv
 check "the row is FAIL" grep -q ',FAIL,' "$T/out"

@@ -189,12 +189,12 @@ expect_out "^PASS bitlinear/row cpu big err=0 bound=0 ulp$" "one line per op x d
 expect_out "^PASS matmul_f32 opencl mid " "OpenCL lines"
 expect_out "^PASS t2_pack host tiny " "packing checked against the format"
 expect_out "^[0-9]* passed, 0 failed$" "summary line"
-run env BITNET_TEST_PERTURB=bitlinear bitnet-verify --backends --quick --device cpu,opencl
+run env BITNET_TEST_PERTURB=bitlinear "$TEST_BIN/bitnet-verify" --backends --quick --device cpu,opencl
 check "a planted bug in bitlinear fails (exit 1)" [ "$rc" -eq 1 ]
 expect_out "^FAIL bitlinear/tensor cpu " "the failing op and device are named"
 expect_out "^[0-9]* passed, [1-9][0-9]* failed$" "and counted"
 check "no other op fails" sh -c "! grep '^FAIL' '$T/out' | grep -v '^FAIL bitlinear/' | grep -q ."
-run env BITNET_TEST_PERTURB=softmax bitnet-verify -q --backends --quick --device cpu
+run env BITNET_TEST_PERTURB=softmax "$TEST_BIN/bitnet-verify" -q --backends --quick --device cpu
 check "a planted bug in softmax fails" [ "$rc" -eq 1 ]
 expect_out "^FAIL softmax cpu " "softmax is named"
 expect_rc 0 "--json" bitnet-verify --backends --quick --device cpu --json --seed 7
@@ -203,6 +203,13 @@ expect_out '"op": "bitlinear/group+requant"' "JSON lines"
 expect_rc 4 "a missing device is a device error" bitnet-verify --backends --quick --device opencl:99
 expect_rc 2 "a malformed device is a usage error" bitnet-verify --backends --quick --device gpu
 expect_rc 2 "--seed must be a number" bitnet-verify --backends --seed x
-run env BITNET_TEST_FAIL=run bitnet-verify -q --backends --quick --device opencl
+run env BITNET_TEST_FAIL=run "$TEST_BIN/bitnet-verify" -q --backends --quick --device opencl
 check "kernel launches failing on the device: exit 4" [ "$rc" -eq 4 ]
 expect_out "^FAIL bitlinear/tensor opencl tiny err=inf .*simulated" "the device error is shown on the op's line"
+# the shipped tools have no test hooks: the same variables change nothing
+expect_rc 0 "shipped bitnet-verify ignores BITNET_TEST_PERTURB" \
+    env BITNET_TEST_PERTURB=bitlinear,softmax,scale,matmul_f32 bitnet-verify -q --backends --quick --device cpu,opencl
+expect_rc 0 "shipped bitnet-verify ignores BITNET_TEST_FAIL" \
+    env BITNET_TEST_FAIL=create,build,alloc,run bitnet-verify -q --backends --quick --device opencl
+expect_rc 0 "shipped bitnet-bench ignores BITNET_TEST_PERTURB" env BITNET_TEST_PERTURB=bitlinear bitnet-bench \
+    --min-reps 2 --min-time 0 --warmup 1 --roofline-size 1 --max-mem 256 --op bitlinear --shape 64x512 --device cpu

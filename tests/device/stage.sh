@@ -6,9 +6,10 @@
 set -eu
 BUILD=${1:-build}
 [ -d .device ] || { echo "stage.sh: run the device 'prepare' script first (.device/ missing)" >&2; exit 2; }
-rm -rf .device/bin .device/tests .device/t
-mkdir -p .device/bin .device/tests .device/t
+rm -rf .device/bin .device/test-bin .device/tests .device/t
+mkdir -p .device/bin .device/test-bin .device/tests .device/t
 cp "$BUILD"/bin/bitnet-* .device/bin/
+cp "$BUILD"/test-bin/bitnet-* .device/test-bin/
 cp "$BUILD"/tests/test_* .device/tests/ 2>/dev/null || true
 cp -r tests/cli tests/run.sh tests/device .device/t/
 cp -r testdata .device/t/testdata

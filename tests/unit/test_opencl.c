@@ -330,6 +330,46 @@ static void test_disk_cache(void **state)
     assert_int_equal(b.corrupt, a.corrupt + 1);
     assert_int_equal(b.writes, a.writes + 1);
 
+    one_scale_backend(); /* rewritten again */
+    bn_ocl_cache_stats_get(&a);
+    assert_int_equal(a.hits, b.hits + 1);
+
+    /* an entry made for another key (another driver version, say) put under
+     * this key's name: a whole, well-checksummed binary with the wrong key in
+     * its header is discarded too, never given to the driver */
+    f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 8, SEEK_SET);
+    c = fgetc(f);
+    fseek(f, 8, SEEK_SET);
+    fputc(c ^ 0x01, f);
+    fclose(f);
+    one_scale_backend();
+    bn_ocl_cache_stats_get(&b);
+    assert_int_equal(b.corrupt, a.corrupt + 1);
+    assert_int_equal(b.writes, a.writes + 1);
+
+    /* a wrong length in the header, likewise */
+    f = fopen(path, "r+b");
+    assert_non_null(f);
+    fseek(f, 16, SEEK_SET);
+    fputc(0x7f, f);
+    fclose(f);
+    one_scale_backend();
+    bn_ocl_cache_stats_get(&a);
+    assert_int_equal(a.corrupt, b.corrupt + 1);
+    assert_int_equal(a.writes, b.writes + 1);
+    b = a;
+
+    /* every write went through a temporary that is gone */
+    char dir[512];
+    assert_non_null(bitnet_cache_dir(dir, sizeof dir));
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    struct dirent *e;
+    while ((e = readdir(d))) assert_false(bitnet_outfile_is_temp(e->d_name));
+    closedir(d);
+
     /* BITNET_CACHE=0: neither read nor written */
     setenv("BITNET_CACHE", "0", 1);
     one_scale_backend();

@@ -1,0 +1,206 @@
+/*
+ * test_fileout.c - bitnet_outfile: a regular target is replaced only at
+ * commit (readers of the old file keep it whole until then), abort leaves it
+ * byte for byte, the mode is kept, symbolic links are followed, directories
+ * and unwritable targets are refused up front, a device is written directly,
+ * unlink_pending removes every open temporary, and the temporary names are
+ * recognised by bitnet_outfile_is_temp.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "bitnet.h"
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/test_fileout.XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int same_text(const char *path, const char *text)
+{
+    char buf[256] = "";
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return strcmp(buf, text) == 0;
+}
+
+/* Number of temporaries in dir. */
+static int temps(void)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += bitnet_outfile_is_temp(e->d_name);
+    closedir(d);
+    return n;
+}
+
+static void replace_and_abort(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/a.bnt", dir);
+    put(path, "old");
+    chmod(path, 0640);
+    bitnet_outfile *o;
+    assert_int_equal(bitnet_outfile_open(&o, path), BITNET_OK);
+    fputs("new contents", bitnet_outfile_stream(o));
+    fflush(bitnet_outfile_stream(o));
+    assert_true(same_text(path, "old")); /* nothing visible before commit */
+    assert_int_equal(temps(), 1);
+    bitnet_outfile_abort(o);
+    assert_true(same_text(path, "old"));
+    assert_int_equal(temps(), 0);
+
+    assert_int_equal(bitnet_outfile_open(&o, path), BITNET_OK);
+    fputs("new contents", bitnet_outfile_stream(o));
+    assert_int_equal(bitnet_outfile_commit(o), BITNET_OK);
+    assert_true(same_text(path, "new contents"));
+    struct stat sb;
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0640);
+    assert_int_equal(temps(), 0);
+    bitnet_outfile_abort(NULL);
+}
+
+static void links_followed(void **state)
+{
+    (void)state;
+    char target[128], link[128];
+    snprintf(target, sizeof target, "%s/t.bnt", dir);
+    snprintf(link, sizeof link, "%s/l.bnt", dir);
+    put(target, "old");
+    assert_int_equal(symlink("t.bnt", link), 0);
+    bitnet_outfile *o;
+    assert_int_equal(bitnet_outfile_open(&o, link), BITNET_OK);
+    fputs("through the link", bitnet_outfile_stream(o));
+    assert_int_equal(bitnet_outfile_commit(o), BITNET_OK);
+    struct stat sb;
+    assert_int_equal(lstat(link, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    assert_true(same_text(target, "through the link"));
+}
+
+static void refused_up_front(void **state)
+{
+    (void)state;
+    bitnet_outfile *o = (bitnet_outfile *)1;
+    assert_int_equal(bitnet_outfile_check(dir), BITNET_E_IO);
+    assert_non_null(strstr(bitnet_error_detail(), "is a directory"));
+    assert_int_equal(bitnet_outfile_open(&o, dir), BITNET_E_IO);
+    assert_null(o);
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s/no/such/dir/x.bnt", dir);
+    assert_int_equal(bitnet_outfile_check(missing), BITNET_E_IO);
+    assert_int_equal(bitnet_outfile_open(&o, missing), BITNET_E_IO);
+    assert_int_equal(bitnet_outfile_check(""), BITNET_E_INVALID);
+    char fresh[128];
+    snprintf(fresh, sizeof fresh, "%s/fresh.bnt", dir);
+    assert_int_equal(bitnet_outfile_check(fresh), BITNET_OK);
+    assert_int_equal(access(fresh, F_OK), -1); /* check creates nothing */
+}
+
+/* Device nodes of our own when we may make them (as root), so that a broken
+ * implementation could not replace the machine's; the real ones otherwise
+ * (a non-root rename into /dev fails). */
+static void device_written_directly(void **state)
+{
+    (void)state;
+    char null_path[128], full_path[128];
+    snprintf(null_path, sizeof null_path, "%s/null", dir);
+    snprintf(full_path, sizeof full_path, "%s/full", dir);
+    if (mknod(null_path, S_IFCHR | 0666, makedev(1, 3)) != 0 || mknod(full_path, S_IFCHR | 0666, makedev(1, 7)) != 0) {
+        if (geteuid() == 0) skip();
+        snprintf(null_path, sizeof null_path, "/dev/null");
+        snprintf(full_path, sizeof full_path, "/dev/full");
+    }
+    bitnet_outfile *o;
+    assert_int_equal(bitnet_outfile_open(&o, null_path), BITNET_OK);
+    fputs("nothing", bitnet_outfile_stream(o));
+    assert_int_equal(bitnet_outfile_commit(o), BITNET_OK);
+    struct stat sb;
+    assert_int_equal(stat(null_path, &sb), 0);
+    assert_true(S_ISCHR(sb.st_mode));
+    assert_int_equal(bitnet_outfile_open(&o, full_path), BITNET_OK);
+    for (int i = 0; i < 10000; i++) fputs("more than a buffer ", bitnet_outfile_stream(o));
+    assert_int_equal(bitnet_outfile_commit(o), BITNET_E_IO);
+    assert_int_equal(stat(full_path, &sb), 0);
+    assert_true(S_ISCHR(sb.st_mode));
+    assert_int_equal(temps(), 0);
+}
+
+static void pending_unlinked(void **state)
+{
+    (void)state;
+    char p1[128], p2[128];
+    snprintf(p1, sizeof p1, "%s/p1", dir);
+    snprintf(p2, sizeof p2, "%s/p2", dir);
+    bitnet_outfile *a, *b;
+    assert_int_equal(bitnet_outfile_open(&a, p1), BITNET_OK);
+    assert_int_equal(bitnet_outfile_open(&b, p2), BITNET_OK);
+    assert_int_equal(temps(), 2);
+    bitnet_outfile_unlink_pending(); /* what a signal handler calls */
+    assert_int_equal(temps(), 0);
+    bitnet_outfile_abort(a);
+    bitnet_outfile_abort(b);
+    assert_int_equal(access(p1, F_OK), -1);
+}
+
+static void temp_names(void **state)
+{
+    (void)state;
+    assert_true(bitnet_outfile_is_temp(".m.bnt.bnpart.a1B2c3"));
+    assert_true(bitnet_outfile_is_temp("/x/y/.m.bnpart.zzzzzz"));
+    assert_false(bitnet_outfile_is_temp("m.bnt.bnpart.a1B2c3")); /* not a dot file */
+    assert_false(bitnet_outfile_is_temp(".m.bnt"));
+    assert_false(bitnet_outfile_is_temp(".bnpart/m.bnt"));
+    assert_false(bitnet_outfile_is_temp(NULL));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(replace_and_abort, setup, teardown),
+        cmocka_unit_test_setup_teardown(links_followed, setup, teardown),
+        cmocka_unit_test_setup_teardown(refused_up_front, setup, teardown),
+        cmocka_unit_test_setup_teardown(device_written_directly, setup, teardown),
+        cmocka_unit_test_setup_teardown(pending_unlinked, setup, teardown),
+        cmocka_unit_test(temp_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -4,7 +4,7 @@
 # `make demo` and `make check`; CI runs it with --update.
 set -eu
 PKGS="build-essential pkg-config zlib1g-dev libargtable2-dev libjansson-dev libcmocka-dev
-libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo mandoc"
+libopenblas-dev libclblast-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo mandoc"
 [ "${1:-}" = --ci ] && PKGS="$PKGS clang libclang-rt-14-dev gnuplot-nox"
 missing=""
 for p in $PKGS; do

@@ -5,6 +5,7 @@
  * kernel, take pooled buffers, upload, set arguments, run, download, release.
  */
 #include "ocl_impl.h"
+#include "../linalg.h"
 
 /* Largest piece sent at once, so that any n fits CL_DEVICE_MAX_MEM_ALLOC_SIZE. */
 static size_t piece_elems(const bn_ocl *o)
@@ -65,5 +66,6 @@ const bn_backend_ops bn_ocl_ops = {
     .layernorm = bn_ocl_layernorm,
     .permute = bn_ocl_permute,
     .keep = bn_ocl_keep, .forget = bn_ocl_forget,
+    .cholesky = bn_ocl_cholesky, .cholesky_solve = bn_ocl_cholesky_solve,
     /* more ops above */
 };

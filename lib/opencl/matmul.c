@@ -4,8 +4,19 @@
  * same device buffers, then the epilogue (bias, activation) as one kernel of
  * kernels/matmul.cl with the definition of bitnet_matmul_f32_ref: the sum is
  * rounded to float, then bias is added, then the activation applied.
- * BITNET_OCL_MATMUL=own runs the project's former tiled kernel instead (for
- * the side-by-side measurement in bitnet-bench; see README).
+ *
+ * The project's own tiled kernel (mm_f32) stays for one case, where it was
+ * faster in the same run (bitnet-bench --op matmul_f32 --keep-weights, H100,
+ * NVIDIA OpenCL 580.159.04, CLBlast 1.5.3 with its default parameters; kernel
+ * medians, CLBlast / own):
+ *     4096 x 4096,   1 token   130.9 us /  188.1 us   CLBlast
+ *     4096 x 4096,  64 tokens  275.7 us /  232.7 us   own kernel
+ *    16384 x 16384,  1 token   552.7 us / 1759 us     CLBlast
+ *    16384 x 16384, 64 tokens  2.260 ms / 3.359 ms    CLBlast
+ * and on PoCL (CPU, 1024 x 1024) CLBlast won at 1 and 64 tokens (2.2 / 24.9 ms
+ * and 25.9 / 51.0 ms).  So: the own kernel for several tokens on an NVIDIA GPU
+ * when out x in is at most 4096 x 4096, CLBlast everywhere else.
+ * BITNET_OCL_MATMUL=own or =clblast forces one (for measurements).
  */
 #include "../cpu/bitlinear.h"
 #include "blas.h"
@@ -16,10 +27,12 @@
 #define MM_TS 32
 #define MM_WPT 4
 
-static int own_kernel(void)
+static int own_kernel(const bn_ocl *o, uint64_t tokens, uint64_t in, uint64_t out)
 {
     const char *e = getenv("BITNET_OCL_MATMUL");
-    return e && strcmp(e, "own") == 0;
+    if (e && strcmp(e, "own") == 0) return 1;
+    if (e && strcmp(e, "clblast") == 0) return 0;
+    return tokens > 1 && bn_ocl_get_caps(o)->is_nvidia && bn_ocl_get_caps(o)->is_gpu && out * in <= 4096ull * 4096ull;
 }
 
 /* y = x w^T through CLBlast, then the epilogue when there is one. */
@@ -67,7 +80,7 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
         (st = bn_ocl_alloc(o, yb, &by)))
         goto out;
     if ((st = bn_ocl_upload(o, bx, 0, x, xb))) goto out;
-    if (!own_kernel()) {
+    if (!own_kernel(o, tokens, in, out)) {
         if ((st = matmul_blas(o, bx, tokens, in, bw, out, bb, bias != NULL, act, by))) goto out;
         st = bn_ocl_download(o, by, 0, y, yb);
         goto out;

@@ -64,6 +64,25 @@ expect_err "holds one tensor" "it says why"
 expect_rc 2 "--vectors only applies to svd" bitnet-op qr --vectors "$T/col.npy" -o "$T/q.bnt"
 expect_rc 2 "solve needs two inputs" bitnet-op solve "$T/spd.npy" -o "$T/x.npy"
 
+# ---- bitnet-verify --fidelity --spectrum on a real model ----
+src="$TESTDATA/real/hep-bitnet-mnist-b158.safetensors"
+bitnet-quantize -q "$src" -o "$T/m.bnt"
+expect_rc 0 "verify --fidelity --spectrum" bitnet-verify --fidelity --spectrum "$src" "$T/m.bnt"
+check "a SPECTRUM line for each of the 4 quantized weights" test "$(grep -c '^SPECTRUM' "$T/out")" -eq 4
+expect_out '^SPECTRUM layers.0.weight \[512 x 784\]' "with the matrix shape"
+# rank r >= min(rows, cols) removes all of the error: the [10 x 512] layer at r = 32
+expect_out 'r=32 100.00%' "a rank-32 correction removes all the error of a rank-10 matrix"
+# singular values descend, so the top r of k hold at least r/k of the energy, and more r removes more
+check "rank-r shares are at least r/k and grow with r" sh -c "grep -A1 '^SPECTRUM layers.0.weight' '$T/out' | tail -1 |
+    tr -d '%,' | awk '{ if (\$9 < 100 * 8 / 512 || \$16 < 100 * 32 / 512 || \$23 < 100 * 128 / 512 ||
+                              \$16 < \$9 || \$23 < \$16) exit 1 }'"
+run bitnet-verify --fidelity --spectrum --json "$src" "$T/m.bnt"
+expect_out '"energy_removed"' "--json: the shares per layer"
+expect_out '"singular_values_error"' "--json: the error's singular values"
+expect_out '"ok": true' "--json: the verdict"
+check "--json: the text goes to stderr" grep -q '^SPECTRUM' "$T/err"
+expect_rc 2 "--spectrum needs --fidelity" bitnet-verify --spectrum "$src"
+
 # ---- OpenCL against the CPU ----
 if bitnet-op cholesky --device opencl "$T/spd.npy" -o "$T/lg.npy" 2>/dev/null; then
     check "cholesky on opencl" near "$T/lg.npy" "2 0 1 2" 1e-6

@@ -8,7 +8,8 @@
  *                                 trailing update, O(NB^3) of O(n^2 NB) work)
  *     L21 = A21 L11^-T           CLBlast TRSM
  *     A22 = A22 - L21 L21^T      CLBlast SYRK (lower triangle)
- * A matrix of at most NB rows is factored on the host entirely.  The solve
+ * A matrix of at most NB rows is factored on the host entirely.  NB is 256
+ * (BITNET_OCL_CHOL_NB sets it for sweeps).  The solve
  * adds two TRSMs (L Z = B, L^T X = Z).  f64 on a device without fp64 runs the
  * CPU path.  QR, SVD and least squares have no OpenCL version yet: their
  * table slots are empty, so they run on the CPU (LAPACK).
@@ -19,7 +20,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NB 256
+#define NB_DEFAULT 256
+#define NB_MAX 2048
+
+/* Block width: BITNET_OCL_CHOL_NB (16..2048) for sweeps, else 256. */
+static uint64_t block_width(void)
+{
+    const char *e = getenv("BITNET_OCL_CHOL_NB");
+    const long v = e ? strtol(e, NULL, 10) : 0;
+    return v >= 16 && v <= NB_MAX ? (uint64_t)v : NB_DEFAULT;
+}
 
 #define BLAS_CALL(o, op, what, call)                           \
     do {                                                       \
@@ -49,16 +59,16 @@ static bitnet_status rect(bn_ocl *o, cl_mem buf, size_t es, uint64_t n, uint64_t
     return BITNET_OK;
 }
 
-/* Factors the n x n matrix in buf in place (lower triangle; host scratch hb
- * of NB x NB).  *pivot: 0, or the 1-based pivot that is not positive. */
-static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, void *hb, uint64_t *pivot,
-                            const char *op)
+/* Factors the n x n matrix in buf in place (lower triangle) in blocks of nb
+ * columns (host scratch hb of nb x nb).  *pivot: 0, or the 1-based pivot that is not positive. */
+static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, void *hb, uint64_t nb,
+                            uint64_t *pivot, const char *op)
 {
     const size_t es = bn_la_esize(dt);
     const int d = dt == BITNET_F64;
     *pivot = 0;
-    for (uint64_t j0 = 0; j0 < n; j0 += NB) {
-        const uint64_t jb = n - j0 < NB ? n - j0 : NB, rest = n - j0 - jb;
+    for (uint64_t j0 = 0; j0 < n; j0 += nb) {
+        const uint64_t jb = n - j0 < nb ? n - j0 : nb, rest = n - j0 - jb;
         bitnet_status st = rect(o, buf, es, n, j0, j0, jb, jb, hb, 0);
         if (st) return st;
         const int info = bn_cpu_potrf_lower(dt, hb, (int)jb, (int)jb);
@@ -118,14 +128,15 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
 {
     const size_t es = bn_la_esize(dt), mat = (size_t)(n * n) * es, rhs = (size_t)(n * nrhs) * es;
     cl_mem bl = NULL, bb = NULL;
-    void *hb = malloc((size_t)NB * NB * es);
+    const uint64_t nb = block_width();
+    void *hb = malloc((size_t)(nb * nb) * es);
     bitnet_status st = hb ? BITNET_OK : bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
     if (!st) st = bn_ocl_alloc(o, mat, &bl);
     if (!st && b) st = bn_ocl_alloc(o, rhs, &bb);
     for (uint64_t k = 0; k < batch && !st; k++) {
         uint64_t pivot = 0;
         if ((st = bn_ocl_upload(o, bl, 0, bn_la_at(dt, a, k, n * n), mat))) break;
-        if ((st = factor(o, dt, bl, n, hb, &pivot, op))) break;
+        if ((st = factor(o, dt, bl, n, hb, nb, &pivot, op))) break;
         if (pivot) {
             st = bn_la_not_pd(op, k, batch, pivot, n);
             break;

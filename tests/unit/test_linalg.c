@@ -395,6 +395,17 @@ static void test_cholesky(void **state)
         }
         free(well), free(ill64), free(ill32), free(rhs);
     }
+    /* the blocked OpenCL path with narrow blocks: several blocks, a ragged last one */
+    setenv("BITNET_OCL_CHOL_NB", "16", 1);
+    for (uint64_t n = 17; n <= 100; n += 83) {
+        double *well = spd(&st, n, 100.0), *rhs = randm(&st, (size_t)(n * 2));
+        for (int i = 0; i < nd; i++) {
+            chol_case(&d[i], BITNET_F32, well, 1, n, 2, rhs);
+            chol_case(&d[i], BITNET_F64, well, 1, n, 2, rhs);
+        }
+        free(well), free(rhs);
+    }
+    unsetenv("BITNET_OCL_CHOL_NB");
     /* a batch of three 17 x 17 */
     double *a = malloc(3 * 17 * 17 * sizeof *a), *rhs = randm(&st, 3 * 17 * 2);
     for (int b = 0; b < 3; b++) {

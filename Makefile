@@ -37,7 +37,7 @@ else
 Q := @
 endif
 
-LIB_PKGS  := zlib jansson OpenCL openblas
+LIB_PKGS  := zlib jansson OpenCL openblas clblast
 PKGS      := $(LIB_PKGS) argtable2
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS  := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null)

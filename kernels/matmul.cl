@@ -52,3 +52,17 @@ void mm_f32(__global const float *x, __global const float *w, __global const flo
         }
     }
 }
+
+/* The epilogue after a CLBlast product: y[t][o] = act(y[t][o] + bias[o]),
+ * as bitnet_matmul_f32_ref finishes its sums.  global (out, tokens). */
+__kernel void mm_epilogue(__global float *y, __global const float *bias, const int has_bias, const int act,
+                          const bn_size tokens, const bn_size out, const long perturb)
+{
+    const bn_size o = get_global_id(0), t = get_global_id(1);
+    if (o >= out || t >= tokens) return;
+    float v = y[t * out + o];
+    if (has_bias) v = v + bias[o];
+    if (act) v = bn_act(act, v);
+    if ((long)(t * out + o) == perturb) v = bn_perturb(v);
+    y[t * out + o] = v;
+}

@@ -31,6 +31,11 @@ const bn_op_desc bn_ops[BN_N_OPS] = {
     {"layernorm", offsetof(bn_backend_ops, layernorm), 4 * MiB},
     {"permute", offsetof(bn_backend_ops, permute), 4 * MiB},
     {"scale", offsetof(bn_backend_ops, scale), 4 * MiB},
+    {"cholesky", offsetof(bn_backend_ops, cholesky), 16 * MiB},
+    {"qr", offsetof(bn_backend_ops, qr), 4 * MiB},
+    {"svd", offsetof(bn_backend_ops, svd), 4 * MiB},
+    {"cholesky_solve", offsetof(bn_backend_ops, cholesky_solve), 16 * MiB},
+    {"lstsq", offsetof(bn_backend_ops, lstsq), 4 * MiB},
 };
 
 int bn_op_index(size_t slot)

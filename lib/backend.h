@@ -68,6 +68,17 @@ typedef struct bn_backend_ops {
     bitnet_status (*buffer_read)(void *ctx, void *handle, size_t offset, void *dst, size_t bytes);
     bitnet_status (*sync)(void *ctx);
     void (*free)(void *ctx);
+    /* Linear algebra (lib/op_linalg.c): dt is BITNET_F32 or BITNET_F64, the
+     * input is finite and non-empty; optional on OpenCL. */
+    bitnet_status (*cholesky)(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l);
+    bitnet_status (*qr)(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q,
+                        void *r);
+    bitnet_status (*svd)(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *s,
+                         void *u, void *vt);
+    bitnet_status (*cholesky_solve)(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n,
+                                    const void *b, uint64_t nrhs, void *x);
+    bitnet_status (*lstsq)(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                           const void *b, uint64_t nrhs, void *x);
 } bn_backend_ops;
 
 /* Where one op call goes. */

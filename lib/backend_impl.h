@@ -22,7 +22,7 @@ typedef struct {
     size_t slot;
     uint64_t default_threshold; /* bytes moved */
 } bn_op_desc;
-#define BN_N_OPS 13
+#define BN_N_OPS 18
 extern const bn_op_desc bn_ops[BN_N_OPS];
 int bn_op_index(size_t slot);                 /* -1 if not a dispatching slot */
 int bn_op_index_by_name(const char *name);    /* -1 if unknown */

@@ -15,7 +15,7 @@
  *
  * Sections: status - dtypes - tensors - .bnt container - npy - safetensors -
  * GGUF - generic readers/writers - backends - quantization - BitLinear and matmul -
- * tensor ops.
+ * tensor ops - linear algebra.
  */
 #ifndef BITNET_H
 #define BITNET_H
@@ -670,6 +670,48 @@ bitnet_status bitnet_rmsnorm_ref(const float *x, uint64_t rows, uint64_t cols,
 /* y = x with axes permuted: y.dims[i] = x.dims[perm[i]]. */
 bitnet_status bitnet_permute(bitnet_backend *be, const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);
 bitnet_status bitnet_permute_ref(const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);
+
+/* ==== linear algebra (Cholesky, QR, SVD, solves) ========================= */
+
+/* Matrices are row-major and contiguous, `batch` of them one after another
+ * (the leading dimensions of a tensor multiplied out); every operand has the
+ * dtype dt, BITNET_F32 or BITNET_F64.  k = min(m, n).  The CPU runs LAPACK;
+ * OpenCL runs blocked algorithms whose level-3 parts are CLBlast calls (ops
+ * without an OpenCL version run on the CPU).  The _ref forms compute in
+ * double with plain loops (one-sided Jacobi for the SVD) and round once.
+ * Errors: BITNET_E_DTYPE (dt), BITNET_E_SHAPE (an empty matrix or batch,
+ * shapes that do not fit), BITNET_E_NUMERIC (NaN or Inf in an input, a matrix
+ * that is not positive definite, a rank-deficient least-squares problem; the
+ * detail names the matrix and the pivot or column). */
+
+/* A = L L^T for symmetric positive definite A [n x n] (only its lower
+ * triangle is read); l [n x n] gets L, zeros above the diagonal. */
+bitnet_status bitnet_cholesky(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l);
+bitnet_status bitnet_cholesky_ref(bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l);
+/* Thin Householder QR: A [m x n] = Q [m x k] R [k x n], Q with orthonormal
+ * columns, R upper triangular (the signs of R's diagonal are the
+ * implementation's: compare products, not factors). */
+bitnet_status bitnet_qr(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                        void *q, void *r);
+bitnet_status bitnet_qr_ref(bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q, void *r);
+/* Thin SVD: A [m x n] = U [m x k] diag(s) Vt [k x n], s [k] descending and
+ * non-negative.  u and vt may both be NULL (values only); else both are set. */
+bitnet_status bitnet_svd(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                         void *s, void *u, void *vt);
+bitnet_status bitnet_svd_ref(bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *s, void *u,
+                             void *vt);
+/* X [n x nrhs] solving A X = B for symmetric positive definite A [n x n]
+ * through its Cholesky factor; b [n x nrhs]. */
+bitnet_status bitnet_cholesky_solve(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n,
+                                    const void *b, uint64_t nrhs, void *x);
+bitnet_status bitnet_cholesky_solve_ref(bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, const void *b,
+                                        uint64_t nrhs, void *x);
+/* Least squares through QR: X [n x nrhs] minimising ||A X - B|| (Frobenius)
+ * for A [m x n] of full column rank, m >= n; b [m x nrhs]. */
+bitnet_status bitnet_lstsq(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                           const void *b, uint64_t nrhs, void *x);
+bitnet_status bitnet_lstsq_ref(bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, const void *b,
+                               uint64_t nrhs, void *x);
 
 #ifdef __cplusplus
 }

@@ -1,16 +1,17 @@
 /*
  * bitnet-op - runs one tensor op (element-wise, softmax, reduction, norm,
- * permute) on tensors read from .npy/.bnt/.safetensors files or pipes and
+ * permute, linear algebra: tools/bitnet-op/linalg.c) on tensors read from .npy/.bnt/.safetensors files or pipes and
  * writes the result as .npy or .bnt.  Thin: flags -> bitnet_* call -> output.
  */
 #include "common.h"
+#include "bitnet-op/linalg.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { K_BINARY, K_UNARY, K_SOFTMAX, K_REDUCE, K_NORM, K_PERMUTE } op_kind;
+typedef enum { K_BINARY, K_UNARY, K_SOFTMAX, K_REDUCE, K_NORM, K_PERMUTE, K_LINALG } op_kind;
 
 typedef struct {
     const char *name;
@@ -50,6 +51,11 @@ static const op_def ops[] = {
     {"rmsnorm", K_NORM, 1, 1, "[--weight T] [--eps X]", "RMSNorm over the last axis"},
     {"transpose", K_PERMUTE, 1, 1, "[--perm N,N...]", "permute axes (default: reverse them)"},
     {"permute", K_PERMUTE, 1, 0, "--perm N,N...", "y.shape[i] = x.shape[perm[i]]"},
+    {"cholesky", K_LINALG, 1, 0, "", "L with A = L L^T, A symmetric positive definite (tensor l)"},
+    {"qr", K_LINALG, 1, 1, "", "thin Householder QR: tensors q [m x k], r [k x n]"},
+    {"svd", K_LINALG, 1, 2, "[--vectors]", "singular values s, descending (--vectors: also u, vt)"},
+    {"solve", K_LINALG, 2, 3, "", "X with A X = B, A positive definite (Cholesky; tensor x)"},
+    {"lstsq", K_LINALG, 2, 4, "", "X minimising ||A X - B|| (QR), A [m x n], m >= n (tensor x)"},
 };
 #define N_OPS (sizeof ops / sizeof ops[0])
 
@@ -58,6 +64,7 @@ static const char purpose[] =
     "  bitnet-op add A B -o Y           bitnet-op gelu X -o -\n"
     "  bitnet-op softmax --axis -1 X -o Y   bitnet-op sum --axis 0,1 X -o Y\n"
     "  bitnet-op layernorm --weight M:ln.weight --bias M:ln.bias X -o Y\n"
+    "  bitnet-op qr A -o QR.bnt   bitnet-op svd --vectors A -o USV.bnt   bitnet-op lstsq A B -o X.npy\n"
     "Inputs are FILE[:TENSOR] or '-'; --list prints every op.";
 
 static void print_list(void)
@@ -275,6 +282,8 @@ static int run_op(bitnet_backend *be, const op_args *a, const bitnet_tensor *x, 
     case K_PERMUTE:
         st = bitnet_permute(be, xd, &sx, perm, yd);
         break;
+    case K_LINALG:
+        break; /* main calls la_run */
     }
     if (st) return tool_fail(st, "%s", a->op->name);
     return EXIT_OK;
@@ -292,16 +301,19 @@ int main(int argc, char **argv)
     struct arg_dbl *eps = arg_dbl0(NULL, "eps", "X", "layernorm/rmsnorm: added to the variance (default 1e-5)");
     struct arg_str *weight = arg_str0(NULL, "weight", "FILE[:T]", "layernorm/rmsnorm: weight of the last axis");
     struct arg_str *bias = arg_str0(NULL, "bias", "FILE[:T]", "layernorm: bias of the last axis");
+    struct arg_lit *vectors = arg_lit0(NULL, "vectors", "svd: also the singular vectors (tensors u and vt)");
     struct arg_str *itype = arg_str0(NULL, "index-type", "i64|i32", "argmax: output dtype (default i64)");
     struct arg_str *to = arg_str0(NULL, "to", "npy|bnt|safetensors", "output format (default: by extension; '-' is bnt)");
     struct arg_str *output = arg_str0("o", "output", "FILE", "output file ('-' is standard output)");
     struct arg_str *opname = arg_str0(NULL, NULL, "OP", "the op (--list)");
     struct arg_str *inputs = arg_strn(NULL, NULL, "INPUT", 0, 2, "FILE[:TENSOR] or '-'");
     struct arg_end *end = arg_end(20);
-    void *table[] = {opname, inputs, output, axis, perm, alpha, eps, weight, bias, itype, to, list,
+    void *table[] = {opname, inputs, output, axis, perm, alpha, eps, weight, bias, vectors, itype, to, list,
                      dev.device, dev.threads, dev.stats, std.help, std.version, std.quiet, std.verbose, std.force, end};
     bitnet_backend *be = NULL;
-    bitnet_tensor x = {0}, x2 = {0}, y = {0};
+    bitnet_tensor x = {0}, x2 = {0}, y = {0}, outs[3];
+    memset(outs, 0, sizeof outs);
+    int nout = 0;
     int done, rc = tool_parse(argc, argv, table, &std, purpose, &done);
     if (rc || done) goto out;
     if (list->count) {
@@ -338,6 +350,7 @@ int main(int argc, char **argv)
         {alpha, alpha->count, K_UNARY, BITNET_UN_SCALE, "--alpha"}, {eps, eps->count, K_NORM, -1, "--eps"},
         {weight, weight->count, K_NORM, -1, "--weight"}, {bias, bias->count, K_NORM, 0, "--bias"},
         {itype, itype->count, K_REDUCE, BITNET_RED_ARGMAX, "--index-type"},
+        {vectors, vectors->count, K_LINALG, 2, "--vectors"},
     };
     for (size_t i = 0; i < sizeof belongs / sizeof belongs[0]; i++) {
         int fits = op->kind == belongs[i].kind || (belongs[i].kind == K_SOFTMAX && op->kind == K_REDUCE);
@@ -363,6 +376,24 @@ int main(int argc, char **argv)
         goto out;
     }
     if ((rc = tool_out_check(output->sval[0]))) goto out;
+    const int several = op->kind == K_LINALG && (op->code == 1 || (op->code == 2 && vectors->count));
+    if (several && tool_out_format(output->sval[0], to->count ? to->sval[0] : NULL) == BITNET_FMT_NPY) {
+        msg_err("%s writes %s: .npy holds one tensor (write .bnt or .safetensors)", op->name,
+                op->code == 1 ? "q and r" : "s, u and vt");
+        goto out;
+    }
+    if (op->kind == K_LINALG) {
+        if ((rc = la_load(inputs->sval[0], &x))) goto out;
+        if (op->arity == 2 && (rc = la_load(inputs->sval[1], &x2))) goto out;
+        if ((op->code == 0 || op->code == 3) && (rc = la_square(op->name, &x))) goto out;
+        if ((rc = tool_backend(&dev, &be))) goto out;
+        if ((rc = la_run(be, op->code, vectors->count > 0, &x, &x2, outs, &nout))) goto out;
+        tool_backend_stats(&dev, be);
+        const bitnet_tensor *ys[3] = {&outs[0], &outs[1], &outs[2]};
+        rc = tool_write_tensors(output->sval[0], to->count ? to->sval[0] : NULL, std.force->count > 0, ys, nout, argc,
+                                argv);
+        goto out;
+    }
     if ((rc = load_f32(inputs->sval[0], &x))) goto out;
     if (op->arity == 2 && (rc = load_f32(inputs->sval[1], &x2))) goto out;
     if ((rc = tool_backend(&dev, &be))) goto out;
@@ -377,6 +408,7 @@ out:
     bitnet_tensor_release(&x);
     bitnet_tensor_release(&x2);
     bitnet_tensor_release(&y);
+    for (int i = 0; i < 3; i++) bitnet_tensor_release(&outs[i]);
     bitnet_backend_free(be);
     arg_freetable(table, sizeof table / sizeof table[0]);
     return rc;

@@ -14,6 +14,7 @@ static const char purpose[] =
     "  bitnet-verify FILE...                  read every byte, check every structure and CRC\n"
     "  bitnet-verify --compare A[:T] B[:T]    compare two tensors or two files tensor by tensor\n"
     "  bitnet-verify --fidelity SRC QUANT     recompute a quantized model with the reference quantizers\n"
+    "  bitnet-verify --fidelity --spectrum SRC QUANT   and the singular values of each layer's quantization error\n"
     "  bitnet-verify --backends               run every op on every device against its reference";
 
 int main(int argc, char **argv)
@@ -27,15 +28,18 @@ int main(int argc, char **argv)
     struct arg_lit *quick = arg_lit0(NULL, "quick", "--backends: one shape per shape class");
     struct arg_lit *full = arg_lit0(NULL, "full", "--backends: add the large shape class");
     struct arg_str *seed = arg_str0(NULL, "seed", "N", "--backends: seed of the random inputs (default 1)");
-    struct arg_lit *json = arg_lit0(NULL, "json", "--backends: print the results as JSON");
+    struct arg_lit *json = arg_lit0(NULL, "json", "--backends, --fidelity --spectrum: print the results as JSON");
     struct arg_lit *compare = arg_lit0(NULL, "compare", "compare A[:TENSOR] with B[:TENSOR]");
     struct arg_dbl *nmse = arg_dbl0(NULL, "nmse", "X", "--compare: pass when NMSE <= X");
     struct arg_dbl *max_abs = arg_dbl0(NULL, "max-abs", "X", "--compare: pass when every |a-b| <= X");
     struct arg_lit *exact = arg_lit0(NULL, "exact", "--compare: elements, codes and scales must be equal (default)");
     struct arg_lit *fidelity = arg_lit0(NULL, "fidelity", "check QUANTIZED against SOURCE");
+    struct arg_lit *spectrum = arg_lit0(NULL, "spectrum",
+                                        "--fidelity: singular values of each weight and of its quantization error, and "
+                                        "the error energy a rank-8/32/128 correction removes");
     struct arg_file *files = arg_filen(NULL, NULL, "FILE", 0, 1000, "input files ('-' is standard input)");
     struct arg_end *end = arg_end(20);
-    void *table[] = {backends, devices, quick, full, seed, json, compare, nmse, max_abs, exact, fidelity, files,
+    void *table[] = {backends, devices, quick, full, seed, json, compare, nmse, max_abs, exact, fidelity, spectrum, files,
                      dev.threads, dev.stats, std.help, std.version, std.quiet, std.verbose, end};
     int done, rc = tool_parse(argc, argv, table, &std, purpose, &done);
     if (rc || done) goto out;
@@ -45,8 +49,13 @@ int main(int argc, char **argv)
         msg_err("--backends, --compare and --fidelity are separate modes: give one");
         goto out;
     }
-    if (!backends->count && (quick->count || full->count || seed->count || json->count || devices->count)) {
-        msg_err("--device, --quick, --full, --seed and --json belong to --backends");
+    if (!backends->count && (quick->count || full->count || seed->count || devices->count ||
+                             (json->count && !spectrum->count))) {
+        msg_err("--device, --quick, --full, --seed and --json belong to --backends (--json also to --spectrum)");
+        goto out;
+    }
+    if (spectrum->count && !fidelity->count) {
+        msg_err("--spectrum belongs to --fidelity");
         goto out;
     }
     if (!compare->count && (nmse->count || max_abs->count || exact->count)) {
@@ -112,7 +121,7 @@ int main(int argc, char **argv)
             msg_err("--fidelity takes two files: SOURCE QUANTIZED");
             goto out;
         }
-        rc = verify_fidelity(files->filename[0], files->filename[1]);
+        rc = verify_fidelity(files->filename[0], files->filename[1], spectrum->count > 0, json->count > 0);
         goto out;
     }
     if (files->count < 1) {

@@ -340,7 +340,8 @@ void tool_record_meta(bitnet_writer *w, int argc, char **argv)
     bitnet_writer_meta(w, "command", cmd);
 }
 
-int tool_write_tensor(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv)
+int tool_write_tensors(const char *path, const char *to, int force, const bitnet_tensor *const *ys, int n, int argc,
+                       char **argv)
 {
     tool_out out;
     bitnet_writer *w = NULL;
@@ -349,7 +350,7 @@ int tool_write_tensor(const char *path, const char *to, int force, const bitnet_
     if (rc) return rc;
     bitnet_status st = bitnet_writer_create(&w, out.f, fmt, NULL);
     if (!st && fmt != BITNET_FMT_NPY) tool_record_meta(w, argc, argv);
-    if (!st) st = bitnet_writer_put(w, y);
+    for (int i = 0; i < n && !st; i++) st = bitnet_writer_put(w, ys[i]);
     if (!st) st = bitnet_writer_finish(w);
     bitnet_writer_free(w);
     if (st) {
@@ -357,6 +358,11 @@ int tool_write_tensor(const char *path, const char *to, int force, const bitnet_
         return tool_fail(st, "%s", path);
     }
     return tool_out_commit(&out);
+}
+
+int tool_write_tensor(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv)
+{
+    return tool_write_tensors(path, to, force, &y, 1, argc, argv);
 }
 
 int tool_cast_f32(const char *what, bitnet_tensor *t)

@@ -100,6 +100,9 @@ void tool_record_meta(bitnet_writer *w, int argc, char **argv);
  * tool_record_meta's metadata where the format holds any.  Returns an exit
  * status (messages already printed). */
 int tool_write_tensor(const char *path, const char *to, int force, const bitnet_tensor *y, int argc, char **argv);
+/* The same for n tensors in one file (.bnt or .safetensors; .npy holds one). */
+int tool_write_tensors(const char *path, const char *to, int force, const bitnet_tensor *const *ys, int n, int argc,
+                       char **argv);
 
 /* The Hugging Face BitNet layout: u8 "NAME" [out/4, in] + float "NAME_scale"
  * pairs become one ternary tensor NAME (t2; f32 when to_float).  mode: 0 off,

@@ -5,7 +5,7 @@
 # clang and its sanitizer runtime for the fuzzers, valgrind, gnuplot).
 set -eu
 PKGS="build-essential pkg-config zlib1g-dev libargtable2-dev libjansson-dev libcmocka-dev
-libopenblas-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo mandoc"
+libopenblas-dev libclblast-dev ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo mandoc"
 [ "${1:-}" = --ci ] && PKGS="$PKGS clang libclang-rt-14-dev gnuplot-nox valgrind"
 missing=""
 for p in $PKGS; do

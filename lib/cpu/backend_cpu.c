@@ -3,6 +3,7 @@
  * table, and the plumbing op (scale) with its scalar reference.
  */
 #include "cpu.h"
+#include "../linalg.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -106,6 +107,8 @@ const bn_backend_ops bn_cpu_ops = {
     .name = "cpu",
     .scale = bn_cpu_scale,
     .free = cpu_free,
+    .cholesky = bn_cpu_cholesky, .qr = bn_cpu_qr, .svd = bn_cpu_svd, .cholesky_solve = bn_cpu_cholesky_solve,
+    .lstsq = bn_cpu_lstsq,
     .bitlinear = bn_cpu_bitlinear,
     .matmul_f32 = bn_cpu_matmul_f32,
     .binary = bn_cpu_binary,

@@ -5,6 +5,7 @@
  * kernel, take pooled buffers, upload, set arguments, run, download, release.
  */
 #include "ocl_impl.h"
+#include "../linalg.h"
 
 /* Largest piece sent at once, so that any n fits CL_DEVICE_MAX_MEM_ALLOC_SIZE. */
 static size_t piece_elems(const bn_ocl *o)
@@ -63,5 +64,6 @@ const bn_backend_ops bn_ocl_ops = {
     .keep = bn_ocl_keep, .forget = bn_ocl_forget,
     .buffer_alloc = bn_ocl_buffer_alloc, .buffer_free = bn_ocl_buffer_free, .buffer_write = bn_ocl_buffer_write,
     .buffer_read = bn_ocl_buffer_read, .sync = bn_ocl_sync,
+    .cholesky = bn_ocl_cholesky, .cholesky_solve = bn_ocl_cholesky_solve,
     /* more ops above */
 };

@@ -1,20 +1,76 @@
 /*
- * matmul.c (OpenCL) - host code of the float product y = x w^T (+bias, act)
- * (kernels/matmul.cl, tiled through local memory).
+ * matmul.c (OpenCL) - host code of the float product y = x w^T (+bias, act):
+ * the product through CLBlast (Sgemv for one token, Sgemm otherwise) on the
+ * same device buffers, then the epilogue (bias, activation) as one kernel of
+ * kernels/matmul.cl with the definition of bitnet_matmul_f32_ref: the sum is
+ * rounded to float, then bias is added, then the activation applied.
+ *
+ * The project's own tiled kernel (mm_f32) stays for one case, where it was
+ * faster in the same run (bitnet-bench --op matmul_f32 --keep-weights, H100,
+ * NVIDIA OpenCL 580.159.04, CLBlast 1.5.3 with its default parameters; kernel
+ * medians, CLBlast / own):
+ *     4096 x 4096,   1 token   130.9 us /  188.1 us   CLBlast
+ *     4096 x 4096,  64 tokens  275.7 us /  232.7 us   own kernel
+ *    16384 x 16384,  1 token   552.7 us / 1759 us     CLBlast
+ *    16384 x 16384, 64 tokens  2.260 ms / 3.359 ms    CLBlast
+ * and on PoCL (CPU, 1024 x 1024) CLBlast won at 1 and 64 tokens (2.2 / 24.9 ms
+ * and 25.9 / 51.0 ms).  So: the own kernel for several tokens on an NVIDIA GPU
+ * when out x in is at most 4096 x 4096, CLBlast everywhere else.
+ * BITNET_OCL_MATMUL=own or =clblast forces one (for measurements).
  */
 #include "../cpu/bitlinear.h"
-#include "ocl.h"
+#include "blas.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 #define MM_TS 32
 #define MM_WPT 4
+
+static int own_kernel(const bn_ocl *o, uint64_t tokens, uint64_t in, uint64_t out)
+{
+    const char *e = getenv("BITNET_OCL_MATMUL");
+    if (e && strcmp(e, "own") == 0) return 1;
+    if (e && strcmp(e, "clblast") == 0) return 0;
+    return tokens > 1 && bn_ocl_get_caps(o)->is_nvidia && bn_ocl_get_caps(o)->is_gpu && out * in <= 4096ull * 4096ull;
+}
+
+/* y = x w^T through CLBlast, then the epilogue when there is one. */
+static bitnet_status matmul_blas(bn_ocl *o, cl_mem bx, uint64_t tokens, uint64_t in, cl_mem bw, uint64_t out,
+                                 cl_mem bb, int has_bias, bitnet_act act, cl_mem by)
+{
+    cl_event mark, ev = NULL;
+    bitnet_status st = bn_blas_begin(o, &mark);
+    if (st) return st;
+    CLBlastStatusCode c;
+    if (tokens == 1)
+        c = CLBlastSgemv(CLBlastLayoutRowMajor, CLBlastTransposeNo, out, in, 1.0f, bw, 0, in, bx, 0, 1, 0.0f, by, 0,
+                         1, bn_blas_queue(o), &ev);
+    else
+        c = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, tokens, out, in, 1.0f, bx, 0,
+                         in, bw, 0, in, 0.0f, by, 0, out, bn_blas_queue(o), &ev);
+    st = bn_blas_end(o, mark, ev, "matmul_f32");
+    if (c != CLBlastSuccess) return BN_BLAS_FAIL(c, tokens == 1 ? "CLBlastSgemv" : "CLBlastSgemm");
+    if (st) return st;
+    const cl_long perturb = bn_test_perturb("matmul_f32") ? 0 : -1;
+    if (!has_bias && act == BITNET_ACT_NONE && perturb < 0) return BITNET_OK;
+    cl_kernel k;
+    if ((st = bn_ocl_kernel(o, "matmul", "mm_epilogue", "", &k))) return st;
+    const cl_int hb = has_bias, a = (cl_int)act;
+    const cl_ulong ct = tokens, co = out;
+    if ((st = bn_ocl_args(o, k, 7, sizeof by, &by, sizeof bb, &bb, sizeof hb, &hb, sizeof a, &a, sizeof ct, &ct,
+                          sizeof co, &co, sizeof perturb, &perturb)))
+        return st;
+    const size_t global[2] = {(size_t)out, (size_t)tokens};
+    return bn_ocl_run(o, k, 2, global, NULL, "matmul_f32");
+}
 
 bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint64_t in, const float *w, uint64_t out,
                                 const float *bias, bitnet_act act, float *y)
 {
     bn_ocl *o = ctx;
     cl_kernel k;
-    bitnet_status st = bn_ocl_kernel(o, "matmul", "mm_f32", "-DMM_TS=32 -DMM_WPT=4", &k);
-    if (st) return st;
+    bitnet_status st;
     /* sizes were checked by bn_matmul_check (each below 2^31 elements) */
     const size_t xb = (size_t)(tokens * in) * 4, wb = (size_t)(out * in) * 4, yb = (size_t)(tokens * out) * 4;
     bn_ocl_arg ax = {0}, aw = {0}, ab = {0}, ay = {0};
@@ -26,6 +82,11 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     bw = aw.m;
     bb = ab.m;
     by = ay.m;
+    if (!own_kernel(o, tokens, in, out)) {
+        st = matmul_blas(o, bx, tokens, in, bw, out, bb, bias != NULL, act, by);
+        goto out;
+    }
+    if ((st = bn_ocl_kernel(o, "matmul", "mm_f32", "-DMM_TS=32 -DMM_WPT=4", &k))) goto out;
     const cl_int has_bias = bias != NULL, a = (cl_int)act;
     const cl_ulong ct = tokens, ci = in, co = out;
     const cl_long perturb = bn_test_perturb("matmul_f32") ? 0 : -1;

@@ -37,3 +37,53 @@ expect_out() {
 }
 # check what CMD...: passes when the command succeeds (for plain assertions).
 check() { what=$1; shift; if "$@"; then ok "$what"; else notok "$what"; fi; }
+
+# ---- .npy files written and read in shell (test_op.sh, test_linalg.sh) ----
+# mknpy FILE DESCR SHAPE WORD... : a .npy v1 file; each WORD is the hex of one
+# element as written in big-endian order (f32 1.0 = 3f800000, f16 1.0 = 3c00).
+mknpy() {
+    f=$1; descr=$2; shape=$3; shift 3
+    h="{'descr': '$descr', 'fortran_order': False, 'shape': $shape, }"
+    len=${#h}
+    pad=$(( (64 - (10 + len + 1) % 64) % 64 ))
+    hl=$((len + pad + 1))
+    {
+        printf '\223NUMPY\001\000'
+        printf "\\$(printf %o $((hl % 256)))\\$(printf %o $((hl / 256)))"
+        printf '%s' "$h"
+        printf "%${pad}s\n" ""
+        for w in "$@"; do
+            i=${#w}
+            while [ "$i" -gt 0 ]; do
+                byte=$(printf '%s' "$w" | cut -c$((i - 1))-$i)
+                printf "\\$(printf %o "0x$byte")"
+                i=$((i - 2))
+            done
+        done
+    } >"$f"
+}
+
+# npyvals FILE [TYPE]: the elements of a .npy file, one per line (od TYPE, default f4).
+npyvals() {
+    hl=$(od -A n -t u1 -j 8 -N 2 "$1" | awk '{print $1 + 256 * $2}')
+    od -A n -v -t "${2:-f4}" -j $((10 + hl)) "$1" | tr -s ' \t' '\n\n' | grep -v '^$'
+}
+
+# near FILE "V1 V2 ..." [TOL]: every element within TOL (relative, default 1e-6) of the list.
+near() {
+    npyvals "$1" >"$T/vals" || return 1
+    printf '%s\n' $2 >"$T/want"
+    [ "$(wc -l <"$T/vals")" -eq "$(wc -l <"$T/want")" ] || { echo "# got $(tr '\n' ' ' <"$T/vals")"; return 1; }
+    paste "$T/vals" "$T/want" | awk -v tol="${3:-1e-6}" '
+        function isnan(s) { return s ~ /nan/ }
+        { if (isnan($1) || isnan($2)) { if (!(isnan($1) && isnan($2))) bad = 1; next }
+          if ($1 ~ /inf/ || $2 ~ /inf/) { if ($1 != $2) bad = 1; next }
+          d = $1 - $2; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2; if (m < 1) m = 1
+          if (d > tol * m) bad = 1 }
+        END { exit bad }' || { echo "# got $(tr '\n' ' ' <"$T/vals") want $2"; return 1; }
+}
+# exact FILE "V1 V2 ..." [TYPE]: elements printed by od equal the list.
+exact() {
+    got=$(npyvals "$1" "${3:-f4}" | tr '\n' ' ')
+    [ "$got" = "$2 " ] || { echo "# got '$got' want '$2 '"; return 1; }
+}

@@ -6,6 +6,11 @@
 set -eu
 BUILD=${1:-build}
 [ -d .device ] || { echo "stage.sh: run the device 'prepare' script first (.device/ missing)" >&2; exit 2; }
+# CLBlast is not on the GPU machine: carry its run-time package too (env.sh
+# unpacks every .deb in .device/debs).
+ls .device/debs/libclblast1_*.deb >/dev/null 2>&1 ||
+    (mkdir -p .device/debs && cd .device/debs && apt-get download -qq libclblast1 2>&1 |
+        grep -v '^W: Download is performed unsandboxed' || true)
 rm -rf .device/bin .device/test-bin .device/tests .device/t
 mkdir -p .device/bin .device/test-bin .device/tests .device/t
 cp "$BUILD"/bin/bitnet-* .device/bin/

@@ -119,6 +119,12 @@ static void test_opencl(void **state)
     bitnet_backend *be;
     if (bitnet_backend_create(&be, "opencl", 1) != BITNET_OK) skip();
     assert_int_equal(check_backend(be), 0);
+    /* both products: CLBlast and the own kernel (each taken by shape and device) */
+    setenv("BITNET_OCL_MATMUL", "own", 1);
+    assert_int_equal(check_backend(be), 0);
+    setenv("BITNET_OCL_MATMUL", "clblast", 1);
+    assert_int_equal(check_backend(be), 0);
+    unsetenv("BITNET_OCL_MATMUL");
     bitnet_backend_free(be);
 }
 

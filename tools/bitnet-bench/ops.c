@@ -10,7 +10,8 @@
 
 #define BENCH_OPS(X) \
     X(copy) X(transfer) X(quantize_weights) X(quantize_acts) X(dequantize_weights) X(t3_unpack) \
-    X(bitlinear) X(ffn) X(mlp) X(matmul_f32) X(add) X(gelu) X(softmax) X(sum) X(layernorm) X(permute) X(file)
+    X(bitlinear) X(ffn) X(mlp) X(matmul_f32) X(add) X(gelu) X(softmax) X(sum) X(layernorm) X(permute) X(file) \
+    X(cholesky) X(qr) X(svd)
 
 #define DECLARE(x) extern const bench_op bench_op_##x __attribute__((weak));
 BENCH_OPS(DECLARE)

@@ -251,11 +251,14 @@ static int check_kept(const bitnet_tensor *s, const bitnet_tensor *q, char *why,
     return 0;
 }
 
-int verify_fidelity(const char *source, const char *quantized)
+int verify_fidelity(const char *source, const char *quantized, int spectrum, int json)
 {
     vt_list ls, lq;
     tally t = {0, 0, 0, 0};
     int rc;
+    FILE *txt = json ? stderr : stdout;
+    bitnet_backend *be = NULL;
+    json_t *layers = json ? json_array() : NULL;
     memset(&ls, 0, sizeof ls);
     memset(&lq, 0, sizeof lq);
     if (strcmp(source, "-") == 0 && strcmp(quantized, "-") == 0) {
@@ -263,6 +266,10 @@ int verify_fidelity(const char *source, const char *quantized)
         return EXIT_USAGE;
     }
     if ((rc = vt_load_all(source, &ls)) || (rc = vt_load_all(quantized, &lq))) goto out;
+    if (spectrum && (rc = bitnet_backend_create(&be, "cpu", 0))) {
+        rc = tool_fail((bitnet_status)rc, "cpu backend");
+        goto out;
+    }
     for (size_t i = 0; i < lq.n; i++) {
         const bitnet_tensor *q = &lq.t[i];
         char why[1024] = "", stats[256] = "", desc[512], ss[256], qs[256];
@@ -293,20 +300,35 @@ int verify_fidelity(const char *source, const char *quantized)
         if (fail) t.failed++;
         else if (quantized_kind) t.quantized++;
         else t.kept++;
-        if (fail) printf("FAIL %s %s%s%s: %s\n", q->info.name, desc, stats[0] ? " " : "", stats, why);
-        else if (tool_verbosity >= 1) printf("PASS %s %s %s\n", q->info.name, desc, stats);
+        if (fail) fprintf(txt, "FAIL %s %s%s%s: %s\n", q->info.name, desc, stats[0] ? " " : "", stats, why);
+        else if (tool_verbosity >= 1) fprintf(txt, "PASS %s %s %s\n", q->info.name, desc, stats);
+        if (!fail && spectrum && bitnet_dtype_is_ternary(q->info.dtype) && verify_spectrum(be, s, q, txt, layers))
+            t.failed++;
     }
     for (size_t j = 0; j < ls.n; j++)
         if (!ls.used[j]) {
-            printf("MISSING %s: in %s, not in %s\n", ls.t[j].info.name, source, quantized);
+            fprintf(txt, "MISSING %s: in %s, not in %s\n", ls.t[j].info.name, source, quantized);
             t.missing++;
         }
     int bad = t.failed || t.missing;
     if (bad || tool_verbosity >= 1)
-        printf("%s: %zu tensors: %zu quantized as the reference does, %zu kept, %zu failed, %zu missing\n",
+        fprintf(txt, "%s: %zu tensors: %zu quantized as the reference does, %zu kept, %zu failed, %zu missing\n",
                bad ? "FAILED" : "OK", lq.n, t.quantized, t.kept, t.failed, t.missing);
     rc = bad ? EXIT_FAIL : EXIT_OK;
+    if (layers) {
+        json_t *doc = json_object();
+        json_object_set_new(doc, "source", json_string(source));
+        json_object_set_new(doc, "quantized", json_string(quantized));
+        json_object_set_new(doc, "ok", json_boolean(!bad));
+        json_object_set_new(doc, "layers", layers);
+        layers = NULL;
+        json_dumpf(doc, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(9));
+        printf("\n");
+        json_decref(doc);
+    }
 out:
+    json_decref(layers);
+    bitnet_backend_free(be);
     vt_list_free(&ls);
     vt_list_free(&lq);
     return rc;

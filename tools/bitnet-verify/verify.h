@@ -7,6 +7,7 @@
 
 #include "../common.h"
 
+#include <jansson.h>
 #include <stdint.h>
 
 /* Integrity: every byte of every FILE through the library's readers. */
@@ -20,8 +21,13 @@ typedef struct {
 } verify_bounds;
 int verify_compare(const char *a, const char *b, const verify_bounds *bounds);
 
-/* Fidelity: QUANTIZED recomputed from SOURCE with the reference quantizers. */
-int verify_fidelity(const char *source, const char *quantized);
+/* Fidelity: QUANTIZED recomputed from SOURCE with the reference quantizers;
+ * spectrum: also the singular values of each quantized weight and of its
+ * quantization error (spectrum.c); json: those as one JSON document on
+ * stdout (the text lines go to stderr then). */
+int verify_fidelity(const char *source, const char *quantized, int spectrum, int json);
+/* One layer's spectrum, printed to txt and appended to layers (may be NULL). */
+int verify_spectrum(bitnet_backend *be, const bitnet_tensor *src, const bitnet_tensor *q, FILE *txt, json_t *layers);
 
 /* Backends: every op on every device against its _ref. */
 typedef struct {

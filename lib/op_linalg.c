@@ -1,0 +1,141 @@
+/*
+ * op_linalg.c - public entry points of the linear-algebra ops (Cholesky, QR,
+ * SVD, Cholesky solve, least squares): dtype, shape and finiteness checks
+ * with messages naming the matrix, then BN_DISPATCH to the backend.  The
+ * float64 references are in lib/linalg_ref.c.
+ */
+#include "backend.h"
+#include "linalg.h"
+
+#include <math.h>
+
+bitnet_status bn_la_not_pd(const char *op, uint64_t index, uint64_t batch, uint64_t pivot, uint64_t n)
+{
+    if (batch > 1)
+        return bn_fail(BITNET_E_NUMERIC,
+                       "%s: matrix %llu (0-based) of a batch of %llu is not positive definite (pivot %llu of %llu is not positive)", op,
+                       (unsigned long long)index, (unsigned long long)batch, (unsigned long long)pivot,
+                       (unsigned long long)n);
+    return bn_fail(BITNET_E_NUMERIC, "%s: the matrix is not positive definite (pivot %llu of %llu is not positive)", op,
+                   (unsigned long long)pivot, (unsigned long long)n);
+}
+
+bitnet_status bn_la_rank(uint64_t index, uint64_t batch, uint64_t col)
+{
+    return bn_fail(BITNET_E_NUMERIC, "lstsq: matrix %llu (0-based) of a batch of %llu is rank deficient (R[%llu][%llu] is 0)",
+                   (unsigned long long)index, (unsigned long long)batch, (unsigned long long)col,
+                   (unsigned long long)col);
+}
+
+/* Sizes: every matrix below 2^31 elements (LAPACK's int), the batch in memory. */
+static bitnet_status la_dims(const char *op, bitnet_dtype dt, uint64_t batch, uint64_t m, uint64_t n, uint64_t *bytes)
+{
+    if (dt != BITNET_F32 && dt != BITNET_F64)
+        return bn_fail(BITNET_E_DTYPE, "%s: dtype %s (f32 or f64 expected)", op,
+                       bitnet_dtype_name(dt) ? bitnet_dtype_name(dt) : "invalid");
+    if (!batch || !m || !n)
+        return bn_fail(BITNET_E_SHAPE, "%s: empty matrix (batch %llu, %llu x %llu)", op, (unsigned long long)batch,
+                       (unsigned long long)m, (unsigned long long)n);
+    uint64_t e, t;
+    if (m > INT32_MAX || n > INT32_MAX || bn_mul_u64(m, n, &e) || e > INT32_MAX || bn_mul_u64(e, batch, &t) ||
+        bn_mul_u64(t, 8, &t) || t > (uint64_t)SIZE_MAX / 4)
+        return bn_fail(BITNET_E_OVERFLOW, "%s: %llu matrices of %llu x %llu exceed the LAPACK int range or memory", op,
+                       (unsigned long long)batch, (unsigned long long)m, (unsigned long long)n);
+    *bytes = batch * e * bn_la_esize(dt);
+    return BITNET_OK;
+}
+
+static bitnet_status all_finite(const char *op, const char *what, bitnet_dtype dt, const void *p, uint64_t batch,
+                            uint64_t elems)
+{
+    for (uint64_t b = 0; b < batch; b++)
+        for (uint64_t i = 0; i < elems; i++)
+            if (!isfinite(bn_la_get(dt, p, (size_t)(b * elems + i))))
+                return bn_fail(BITNET_E_NUMERIC, "%s: %s (matrix %llu, 0-based) has a NaN or Inf at element %llu", op, what,
+                               (unsigned long long)b, (unsigned long long)i);
+    return BITNET_OK;
+}
+
+bitnet_status bn_la_check(const char *op, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                          const void *b, uint64_t nrhs, int want_b, uint64_t *bytes)
+{
+    bitnet_status st = la_dims(op, dt, batch, m, n, bytes);
+    if (st) return st;
+    if (!a) return bn_fail(BITNET_E_INVALID, "%s: NULL matrix", op);
+    if (bn_is_device_ptr(a) || (want_b && bn_is_device_ptr(b)))
+        return bn_fail(BITNET_E_INVALID, "%s: takes host memory, not a device buffer", op);
+    if ((st = all_finite(op, "the matrix", dt, a, batch, m * n))) return st;
+    if (!want_b) return BITNET_OK;
+    uint64_t bb;
+    if (!b) return bn_fail(BITNET_E_INVALID, "%s: NULL right-hand side", op);
+    if (!nrhs) return bn_fail(BITNET_E_SHAPE, "%s: no right-hand side (nrhs 0)", op);
+    if ((st = la_dims(op, dt, batch, m, nrhs, &bb)) || (st = la_dims(op, dt, batch, n, nrhs, &bb))) return st;
+    return all_finite(op, "the right-hand side", dt, b, batch, m * nrhs);
+}
+
+/* The linear-algebra ops take host memory only (refused above): nothing to
+ * stage.  BN_DISPATCH wants an array; its one entry is a NULL pointer. */
+static const void *const no_ptr = NULL;
+#define no_operands ((bn_operand[]){BN_IN(no_ptr, 0)})
+
+bitnet_status bitnet_cholesky(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l)
+{
+    uint64_t bytes;
+    if (!be) return bn_fail(BITNET_E_INVALID, "cholesky: NULL backend");
+    bitnet_status st = bn_la_check("cholesky", dt, a, batch, n, n, NULL, 0, 0, &bytes);
+    if (st) return st;
+    if (!l) return bn_fail(BITNET_E_INVALID, "cholesky: NULL output");
+    BN_DISPATCH(st, be, cholesky, "cholesky", 2 * bytes, no_operands, dt, a, batch, n, l);
+    return st;
+}
+
+bitnet_status bitnet_qr(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                        void *q, void *r)
+{
+    uint64_t bytes;
+    if (!be) return bn_fail(BITNET_E_INVALID, "qr: NULL backend");
+    bitnet_status st = bn_la_check("qr", dt, a, batch, m, n, NULL, 0, 0, &bytes);
+    if (st) return st;
+    if (!q || !r) return bn_fail(BITNET_E_INVALID, "qr: NULL output");
+    BN_DISPATCH(st, be, qr, "qr", 3 * bytes, no_operands, dt, a, batch, m, n, q, r);
+    return st;
+}
+
+bitnet_status bitnet_svd(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                         void *s, void *u, void *vt)
+{
+    uint64_t bytes;
+    if (!be) return bn_fail(BITNET_E_INVALID, "svd: NULL backend");
+    bitnet_status st = bn_la_check("svd", dt, a, batch, m, n, NULL, 0, 0, &bytes);
+    if (st) return st;
+    if (!s || (!u) != (!vt)) return bn_fail(BITNET_E_INVALID, "svd: NULL s, or only one of u and vt");
+    BN_DISPATCH(st, be, svd, "svd", (u ? 3 : 1) * bytes, no_operands, dt, a, batch, m, n, s, u, vt);
+    return st;
+}
+
+bitnet_status bitnet_cholesky_solve(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n,
+                                    const void *b, uint64_t nrhs, void *x)
+{
+    uint64_t bytes;
+    if (!be) return bn_fail(BITNET_E_INVALID, "cholesky_solve: NULL backend");
+    bitnet_status st = bn_la_check("cholesky_solve", dt, a, batch, n, n, b, nrhs, 1, &bytes);
+    if (st) return st;
+    if (!x) return bn_fail(BITNET_E_INVALID, "cholesky_solve: NULL output");
+    BN_DISPATCH(st, be, cholesky_solve, "cholesky_solve", 2 * bytes, no_operands, dt, a, batch, n, b, nrhs, x);
+    return st;
+}
+
+bitnet_status bitnet_lstsq(bitnet_backend *be, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                           const void *b, uint64_t nrhs, void *x)
+{
+    uint64_t bytes;
+    if (!be) return bn_fail(BITNET_E_INVALID, "lstsq: NULL backend");
+    bitnet_status st = bn_la_check("lstsq", dt, a, batch, m, n, b, nrhs, 1, &bytes);
+    if (st) return st;
+    if (m < n)
+        return bn_fail(BITNET_E_SHAPE, "lstsq: A is %llu x %llu: fewer rows than columns (m >= n needed)",
+                       (unsigned long long)m, (unsigned long long)n);
+    if (!x) return bn_fail(BITNET_E_INVALID, "lstsq: NULL output");
+    BN_DISPATCH(st, be, lstsq, "lstsq", 2 * bytes, no_operands, dt, a, batch, m, n, b, nrhs, x);
+    return st;
+}

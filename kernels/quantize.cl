@@ -546,48 +546,72 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
 }
 #endif
 
-/* BitLinear's activations, prepared on the device (one work-group per
- * token): row t of x quantized exactly as q_acts does into a row of xstride
- * int8 codes (zero past cols), its scale s[t], the int32 sum of its codes
- * sum[t], and flag[flag_off + t] = 1 when the row holds NaN or Inf, else 0
- * (written either way, so the flags need no clearing). */
-__kernel void q_acts_pad(__global const float *x, bn_size cols, bn_size xstride, __global char *q,
-                         __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
+/* BitLinear's activations, prepared on the device in two passes over a
+ * grid of (work-groups of Q_AWG items) x tokens, so that one token is spread
+ * over the whole device.  Pass 1: the absmax bits of each token's row,
+ * combined with atomic_max into mx[t] (zeroed before; the max of the bits
+ * is order-free, so exact), and sum[t] = 0.  Pass 2: row t quantized as
+ * q_acts does into a row of xstride int8 codes (zero past cols), the int32
+ * sum of its codes added into sum[t] (integers: exact in any order), and
+ * from the first work-group s[t] and flag[flag_off + t] (1 when the row
+ * holds NaN or Inf, else 0; written either way). */
+#ifndef Q_AWG
+#define Q_AWG 256
+#endif
+#define Q_AITEMS 4 /* elements per work-item and pass */
+
+__kernel void q_absmax_rows(__global const float *x, bn_size cols, __global uint *mx, __global int *sum)
 {
-    __local uint red[Q_WG];
-    __local int isum[Q_WG];
+    __local uint red[Q_AWG];
     const uint lid = get_local_id(0);
-    const bn_size r = get_group_id(0);
-    __global const float *xr = x + r * cols;
-    uint mx = 0;
-    for (bn_size c = lid; c < cols; c += Q_WG) mx = max(mx, as_uint(xr[c]) & 0x7fffffffu);
-    red[lid] = mx;
+    const bn_size t = get_global_id(1), g = get_group_id(0);
+    const bn_size b = g * (bn_size)(Q_AWG * Q_AITEMS), e = min(b + (bn_size)(Q_AWG * Q_AITEMS), cols);
+    __global const float *xr = x + t * cols;
+    uint m = 0;
+    for (bn_size c = b + lid; c < e; c += Q_AWG) m = max(m, as_uint(xr[c]) & 0x7fffffffu);
+    red[lid] = m;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
-        if (lid < t) red[lid] = max(red[lid], red[lid + t]);
+    for (uint k = Q_AWG / 2; k > 0; k >>= 1) {
+        if (lid < k) red[lid] = max(red[lid], red[lid + k]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    mx = red[0];
-    const int bad = mx >= 0x7f800000u;
-    if (mx < 0x3727c5acu) mx = 0x3727c5acu; /* the bits of 1e-5f */
-    const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(mx)));
+    if (lid == 0) {
+        atomic_max(&mx[t], red[0]);
+        if (g == 0) sum[t] = 0;
+    }
+}
+
+__kernel void q_acts_pad(__global const float *x, bn_size cols, bn_size xstride, __global const uint *mx,
+                         __global char *q, __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
+{
+    __local int isum[Q_AWG];
+    const uint lid = get_local_id(0);
+    const bn_size t = get_global_id(1), g = get_group_id(0);
+    uint m = mx[t];
+    const int bad = m >= 0x7f800000u;
+    if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
+    const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));
+    __global const float *xr = x + t * cols;
+    const bn_size b = g * (bn_size)(Q_AWG * Q_AITEMS), e = min(b + (bn_size)(Q_AWG * Q_AITEMS), xstride);
     int acc = 0;
-    for (bn_size c = lid; c < xstride; c += Q_WG) {
+    for (bn_size c = b + lid; c < e; c += Q_AWG) {
         int v = 0;
         if (c < cols && !bad) v = (int)clamp(rint(xr[c] * sc), -128.0f, 127.0f);
-        q[r * xstride + c] = (char)v;
+        q[t * xstride + c] = (char)v;
         acc += v;
     }
     isum[lid] = acc;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
-        if (lid < t) isum[lid] += isum[lid + t];
+    for (uint k = Q_AWG / 2; k > 0; k >>= 1) {
+        if (lid < k) isum[lid] += isum[lid + k];
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (lid == 0) {
-        s[r] = sc;
-        sum[r] = isum[0];
-        flag[flag_off + r] = bad ? 1u : 0u;
+        if (isum[0]) atomic_add(&sum[t], isum[0]);
+        if (g == 0) {
+            s[t] = sc;
+            flag[flag_off + t] = bad ? 1u : 0u;
+        }
     }
 }
 

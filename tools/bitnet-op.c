@@ -380,6 +380,7 @@ int main(int argc, char **argv)
     if (several && tool_out_format(output->sval[0], to->count ? to->sval[0] : NULL) == BITNET_FMT_NPY) {
         msg_err("%s writes %s: .npy holds one tensor (write .bnt or .safetensors)", op->name,
                 op->code == 1 ? "q and r" : "s, u and vt");
+        rc = EXIT_USAGE;
         goto out;
     }
     if (op->kind == K_LINALG) {

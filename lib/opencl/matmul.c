@@ -83,7 +83,8 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     bb = ab.m;
     by = ay.m;
     if (!own_kernel(o, tokens, in, out)) {
-        st = matmul_blas(o, bx, tokens, in, bw, out, bb, bias != NULL, act, by);
+        /* CLBlast computes beta * y even for beta = 0: a pooled y may hold NaN */
+        if (!(st = bn_ocl_fill0(o, by, yb))) st = matmul_blas(o, bx, tokens, in, bw, out, bb, bias != NULL, act, by);
         goto out;
     }
     if ((st = bn_ocl_kernel(o, "matmul", "mm_f32", "-DMM_TS=32 -DMM_WPT=4", &k))) goto out;

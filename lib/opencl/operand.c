@@ -123,6 +123,14 @@ bitnet_status bn_ocl_done(bn_ocl *o, bn_ocl_arg *a, bitnet_status st)
     return st;
 }
 
+bitnet_status bn_ocl_fill0(bn_ocl *o, cl_mem m, size_t bytes)
+{
+    const cl_uint zero = 0;
+    cl_int err = clEnqueueFillBuffer(o->queue, m, &zero, sizeof zero, 0, (bytes + 3) / 4 * 4, 0, NULL, NULL);
+    if (err != CL_SUCCESS) return bn_cl_fail(err, "clEnqueueFillBuffer(queue, buf, &zero, 4, 0, size, ...)", __FILE__, __LINE__);
+    return BITNET_OK;
+}
+
 /* ---- failure flags read at the next wait ---------------------------------------- */
 
 bitnet_status bn_ocl_defer_check(bn_ocl *o, cl_mem flag, const char *what)

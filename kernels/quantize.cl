@@ -560,6 +560,19 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
 #endif
 #define Q_AITEMS 4 /* elements per work-item and pass */
 
+/* The sum of every work-item's v over a work-group of n items (a power of
+ * two); every item gets it. */
+inline int q_group_isum(__local int *red, uint lid, uint n, int v)
+{
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint k = n / 2; k > 0; k >>= 1) {
+        if (lid < k) red[lid] += red[lid + k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    return red[0];
+}
+
 __kernel void q_absmax_rows(__global const float *x, bn_size cols, __global uint *mx, __global int *sum)
 {
     __local uint red[Q_AWG];
@@ -600,14 +613,9 @@ __kernel void q_acts_pad(__global const float *x, bn_size cols, bn_size xstride,
         q[t * xstride + c] = (char)v;
         acc += v;
     }
-    isum[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = Q_AWG / 2; k > 0; k >>= 1) {
-        if (lid < k) isum[lid] += isum[lid + k];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+    const int total = q_group_isum(isum, lid, Q_AWG, acc);
     if (lid == 0) {
-        if (isum[0]) atomic_add(&sum[t], isum[0]);
+        if (total) atomic_add(&sum[t], total);
         if (g == 0) {
             s[t] = sc;
             flag[flag_off + t] = bad ? 1u : 0u;
@@ -628,11 +636,6 @@ __kernel void q_pad_i8(__global const char *xq, bn_size cols, bn_size xstride, _
         q[r * xstride + c] = (char)v;
         acc += v;
     }
-    isum[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
-        if (lid < t) isum[lid] += isum[lid + t];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    if (lid == 0) sum[r] = isum[0];
+    const int total = q_group_isum(isum, lid, Q_WG, acc);
+    if (lid == 0) sum[r] = total;
 }

@@ -1,9 +1,13 @@
 /*
  * bitlinear.c (OpenCL) - host code of BitLinear on an OpenCL device
- * (kernels/bitlinear.cl).  The host quantizes the activations with the CPU
- * code (the same bytes as every other path, and a quarter of the upload),
- * the device computes the integer sums and the float epilogue, and a
- * re-quantized output is made on the host from the device's float rows.
+ * (kernels/bitlinear.cl).  Everything runs on the device, in order on the
+ * queue: float activations are quantized there (q_absmax_rows + q_acts_pad,
+ * kernels/quantize.cl: the codes and scales of the CPU, bit for bit, with the
+ * per-token code sums), int8 ones padded (q_pad_i8); the product computes
+ * the integer sums and the float epilogue; an int8 output is re-quantized
+ * from the float rows by q_acts.  Operands may be host memory or device
+ * addresses (operand.c); with a host output the call waits for it, and the
+ * per-token NaN flags come down in the same read.
  *
  * Kernel choice: group scales -> bl_group; NVIDIA from 8 tokens -> bl_gemm_mma
  * (tensor cores), fewer -> an NV variant (dp4a); both unless
@@ -203,7 +207,6 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     bsum = ssum.m;
     by = ay.m;
     const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
-    (void)nv3;
 
     const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
     const cl_ulong c_out = out, c_tok = T, c_in = in, c_xstride = xstride, c_nhalf = 2 * nblocks, c_nblocks = nblocks;

@@ -169,16 +169,12 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         goto out;
     if (io->x) { /* one work-group per token: absmax, codes, sums (kernels/quantize.cl) */
         cl_kernel kq;
-        /* the widest power-of-two work-group up to 1024 on a GPU (more loads
-         * in flight for one long row; also under the NV emulation, so that
-         * CI builds it), 256 elsewhere */
-        size_t rwg = caps->is_gpu || emulate ? 1024 : 256;
-        while (rwg > 64 && caps->max_wg && rwg > caps->max_wg) rwg /= 2;
-        char qopts[48] = "-DQ_WG=64"; /* the kernel's default Q_RWG is 256: one program less to build */
-        if (rwg != 256) snprintf(qopts, sizeof qopts, "-DQ_WG=64 -DQ_RWG=%zu", rwg);
+        /* Q_RWG items (256): NVIDIA's driver gives this kernel no more than
+         * 256 (its CL_KERNEL_WORK_GROUP_SIZE on an H100) */
+        const size_t rwg = 256;
         if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) || (st = bn_ocl_scratch(o, tb, &ss)) ||
             (!flags_behind && (st = bn_ocl_scratch(o, tb, &sflag))) ||
-            (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kq)))
+            (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", "-DQ_WG=64", &kq)))
             goto out;
         const cl_ulong c_foff = flags_behind ? ybytes / 4 : 0;
         cl_mem fm = flags_behind ? ay.m : sflag.m;

@@ -1,0 +1,49 @@
+#!/bin/bash
+# ab.sh - this build (.device/bin) against an earlier one (.device/bin-base)
+# on the GPU machine, in one device call (after `. .device/env.sh`): the
+# OpenCL unit tests that cover the changed paths on the native driver, then
+# alternating rounds of the caller's-view BitLinear cases (host pointers with
+# kept weights, and device resident), the feed-forward block, and the CPU
+# backend's BitLinear at 1 and 64 tokens.  Extra environment settings to try
+# on this build go in AB_ENV (e.g. AB_ENV="BITNET_OCL_NOPROF=1"): each round
+# then runs this build with and without them; AB_NO_CPU=1 leaves out the
+# CPU cases.  Markdown under $OUT.
+set -u
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+D=.device
+ROUNDS=${ROUNDS:-2}
+common="--scale row --format md --min-time 0.2"
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+lscpu | grep -E 'Model name|^CPU\(s\)' > "$OUT/cpu.txt"
+for t in "$D"/tests/test_*; do
+    [ -x "$t" ] || continue
+    CMOCKA_MESSAGE_OUTPUT=TAP timeout 300 "$t" > "$OUT/$(basename "$t").log" 2>&1
+    echo "$(basename "$t"): exit $?, $(grep -c '^ok ' "$OUT/$(basename "$t").log") ok, $(grep -c '^not ok ' "$OUT/$(basename "$t").log") not ok"
+done | tee "$OUT/unit-summary.txt"
+run() { # label, env, binary dir, bench arguments...
+    local label=$1 envs=$2 bin=$3
+    shift 3
+    echo "== $label" >> "$OUT/ab.md"
+    env $envs "$bin/bitnet-bench" "$@" >> "$OUT/ab.md" 2>> "$OUT/ab-stderr.txt"
+}
+for r in $(seq 1 "$ROUNDS"); do
+    for v in base new extra; do
+        case $v in
+        base) bin=$D/bin-base envs="" ;;
+        new) bin=$D/bin envs="" ;;
+        extra) [ -n "${AB_ENV:-}" ] || continue; bin=$D/bin envs=$AB_ENV ;;
+        esac
+        run "round $r $v: BitLinear, host pointers, weights kept" "$envs" "$bin" --device opencl --op bitlinear \
+            --shape 16384x16384 --shape 4096x14336 --tokens 1,64 --keep-weights $common
+        run "round $r $v: BitLinear, device resident" "$envs" "$bin" --device opencl --op bitlinear \
+            --shape 16384x16384 --shape 4096x14336 --tokens 1,64 --resident $common
+        run "round $r $v: ffn 4096x14336 on the GPU" "$envs" "$bin" --device opencl --op ffn --shape 4096x14336 \
+            --tokens 1,8,64 $common
+    done
+done
+[ -n "${AB_NO_CPU:-}" ] && { cat "$OUT/ab.md"; exit 0; }
+run "ffn 4096x14336 on the host CPU" "" $D/bin --device cpu --op ffn --shape 4096x14336 --tokens 1,8,64 $common
+run "CPU BitLinear, rotated through 1.3 GB" "" $D/bin --device cpu --op copy,bitlinear --shape 4096x14336 \
+    --tokens 1,8,64 --scale tensor --llc 300 --format md --min-time 0.2
+cat "$OUT/ab.md"

@@ -546,16 +546,19 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
 }
 #endif
 
-/* BitLinear's float activations, one work-group of Q_RWG items per token:
- * the absmax bits of row t (the max of the bits is order-free, so exact),
- * then the row quantized as q_acts does into a row of xstride int8 codes
- * (zero past cols), the int32 sum of its codes into sum[t], s[t], and
- * flag[flag_off + t] (1 when the row holds NaN or Inf, else 0; written
- * either way).  One command where two passes over the whole device and a
- * zero fill used to be: at one token the launches cost more than the reads. */
-#ifndef Q_RWG
-#define Q_RWG 256
+/* BitLinear's activations, prepared on the device in two passes over a
+ * grid of (work-groups of Q_AWG items) x tokens, so that one token is spread
+ * over the whole device.  Pass 1: the absmax bits of each token's row,
+ * combined with atomic_max into mx[t] (zeroed before; the max of the bits
+ * is order-free, so exact), and sum[t] = 0.  Pass 2: row t quantized as
+ * q_acts does into a row of xstride int8 codes (zero past cols), the int32
+ * sum of its codes added into sum[t] (integers: exact in any order), and
+ * from the first work-group s[t] and flag[flag_off + t] (1 when the row
+ * holds NaN or Inf, else 0; written either way). */
+#ifndef Q_AWG
+#define Q_AWG 256
 #endif
+#define Q_AITEMS 4 /* elements per work-item and pass */
 
 /* The sum of every work-item's v over a work-group of n items (a power of
  * two); every item gets it. */
@@ -570,50 +573,53 @@ inline int q_group_isum(__local int *red, uint lid, uint n, int v)
     return red[0];
 }
 
-__kernel __attribute__((reqd_work_group_size(Q_RWG, 1, 1))) void
-q_acts_rows(__global const float *x, bn_size cols, bn_size xstride, __global char *q, __global float *s,
-            __global int *sum, __global uint *flag, bn_size flag_off)
+__kernel void q_absmax_rows(__global const float *x, bn_size cols, __global uint *mx, __global int *sum)
 {
-    __local uint red[Q_RWG];
-    __local int isum[Q_RWG];
+    __local uint red[Q_AWG];
     const uint lid = get_local_id(0);
-    const bn_size t = get_group_id(0);
+    const bn_size t = get_global_id(1), g = get_group_id(0);
+    const bn_size b = g * (bn_size)(Q_AWG * Q_AITEMS), e = min(b + (bn_size)(Q_AWG * Q_AITEMS), cols);
     __global const float *xr = x + t * cols;
-    /* four loads in flight per item before their maxima are needed */
-    uint m0 = 0, m1 = 0, m2 = 0, m3 = 0;
-    bn_size c = lid;
-    for (; c + 3 * Q_RWG < cols; c += 4 * Q_RWG) {
-        const uint a = as_uint(xr[c]), b = as_uint(xr[c + Q_RWG]), d = as_uint(xr[c + 2 * Q_RWG]),
-                   e = as_uint(xr[c + 3 * Q_RWG]);
-        m0 = max(m0, a & 0x7fffffffu);
-        m1 = max(m1, b & 0x7fffffffu);
-        m2 = max(m2, d & 0x7fffffffu);
-        m3 = max(m3, e & 0x7fffffffu);
-    }
-    for (; c < cols; c += Q_RWG) m0 = max(m0, as_uint(xr[c]) & 0x7fffffffu);
-    red[lid] = max(max(m0, m1), max(m2, m3));
+    uint m = 0;
+    for (bn_size c = b + lid; c < e; c += Q_AWG) m = max(m, as_uint(xr[c]) & 0x7fffffffu);
+    red[lid] = m;
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = Q_RWG / 2; k > 0; k >>= 1) {
+    for (uint k = Q_AWG / 2; k > 0; k >>= 1) {
         if (lid < k) red[lid] = max(red[lid], red[lid + k]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    uint m = red[0];
+    if (lid == 0) {
+        atomic_max(&mx[t], red[0]);
+        if (g == 0) sum[t] = 0;
+    }
+}
+
+__kernel void q_acts_pad(__global const float *x, bn_size cols, bn_size xstride, __global const uint *mx,
+                         __global char *q, __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
+{
+    __local int isum[Q_AWG];
+    const uint lid = get_local_id(0);
+    const bn_size t = get_global_id(1), g = get_group_id(0);
+    uint m = mx[t];
     const int bad = m >= 0x7f800000u;
     if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
     const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));
-    __global char *qr = q + t * xstride;
+    __global const float *xr = x + t * cols;
+    const bn_size b = g * (bn_size)(Q_AWG * Q_AITEMS), e = min(b + (bn_size)(Q_AWG * Q_AITEMS), xstride);
     int acc = 0;
-    for (c = lid; c < xstride; c += Q_RWG) {
+    for (bn_size c = b + lid; c < e; c += Q_AWG) {
         int v = 0;
         if (c < cols && !bad) v = (int)clamp(rint(xr[c] * sc), -128.0f, 127.0f);
-        qr[c] = (char)v;
+        q[t * xstride + c] = (char)v;
         acc += v;
     }
-    const int total = q_group_isum(isum, lid, Q_RWG, acc);
+    const int total = q_group_isum(isum, lid, Q_AWG, acc);
     if (lid == 0) {
-        sum[t] = total;
-        s[t] = sc;
-        flag[flag_off + t] = bad ? 1u : 0u;
+        if (total) atomic_add(&sum[t], total);
+        if (g == 0) {
+            s[t] = sc;
+            flag[flag_off + t] = bad ? 1u : 0u;
+        }
     }
 }
 

@@ -72,7 +72,6 @@ struct bn_ocl {
     bn_ocl_pending *pending;
     size_t npending, cappending;
     double last_kernel_ms;
-    int profiling; /* EXPERIMENT: 0 under BITNET_OCL_NOPROF=1 (no events, no kernel times) */
     /* pinned staging memory of host transfers (staging.c) */
     cl_command_queue aux; /* maps the staging buffers without waiting for the ops */
     bn_ocl_pin *pins;

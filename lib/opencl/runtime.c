@@ -264,8 +264,7 @@ bitnet_status bn_ocl_create(bn_ocl **out, int index, const bn_host *host)
         free(o);
         return bn_cl_fail(err, "clCreateContext(props, 1, &device, NULL, NULL, &err)", __FILE__, __LINE__);
     }
-    o->profiling = !bn_ocl_env_on("BITNET_OCL_NOPROF");
-    o->queue = clCreateCommandQueue(o->ctx, o->device, o->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+    o->queue = clCreateCommandQueue(o->ctx, o->device, CL_QUEUE_PROFILING_ENABLE, &err);
     if (!o->queue) {
         st = bn_cl_fail(err, "clCreateCommandQueue(ctx, device, CL_QUEUE_PROFILING_ENABLE, &err)", __FILE__,
                         __LINE__);
@@ -399,14 +398,13 @@ bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *glo
         if (st != BITNET_OK) return st;
     }
     cl_event ev = NULL;
-    cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, o->profiling ? &ev : NULL);
+    cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, &ev);
     if (err != CL_SUCCESS) {
         kernel_name(k, kname, sizeof kname);
         char call[128];
         snprintf(call, sizeof call, "clEnqueueNDRangeKernel(queue, %s, ...)", kname);
         return bn_cl_fail(err, call, __FILE__, __LINE__);
     }
-    if (!ev) return BITNET_OK;
     return bn_ocl_pending_push(o, ev, op, 0, 0);
 }
 

@@ -1,11 +1,12 @@
 #!/bin/bash
 # ab.sh - this build (.device/bin) against an earlier one (.device/bin-base)
 # on the GPU machine, in one device call (after `. .device/env.sh`): the
-# OpenCL unit tests that cover the changed paths on the native driver, then
+# OpenCL unit tests staged in .device/tests on the native driver
+# (with AB_TESTS=1: on an H100 test_bitlinear alone builds for minutes), then
 # alternating rounds of the caller's-view BitLinear cases (host pointers with
 # kept weights, and device resident), the feed-forward block, and the CPU
 # backend's BitLinear at 1 and 64 tokens.  Extra environment settings to try
-# on this build go in AB_ENV (e.g. AB_ENV="BITNET_OCL_NOPROF=1"): each round
+# on this build go in AB_ENV (e.g. AB_ENV="BITNET_CACHE=0"): each round
 # then runs this build with and without them; AB_NO_CPU=1 leaves out the
 # CPU cases.  Markdown under $OUT.
 set -u
@@ -17,7 +18,7 @@ common="--scale row --format md --min-time 0.2"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 lscpu | grep -E 'Model name|^CPU\(s\)' > "$OUT/cpu.txt"
 for t in "$D"/tests/test_*; do
-    [ -x "$t" ] || continue
+    [ -n "${AB_TESTS:-}" ] && [ -x "$t" ] || continue
     CMOCKA_MESSAGE_OUTPUT=TAP timeout 300 "$t" > "$OUT/$(basename "$t").log" 2>&1
     echo "$(basename "$t"): exit $?, $(grep -c '^ok ' "$OUT/$(basename "$t").log") ok, $(grep -c '^not ok ' "$OUT/$(basename "$t").log") not ok"
 done | tee "$OUT/unit-summary.txt"

@@ -109,6 +109,7 @@ struct bitnet_gguf_reader {
     uint64_t file_size;   /* seekable only */
     uint32_t version, alignment;
     char **keys, **values; /* keys with BITNET_GGUF_META_PREFIX in front */
+    uint64_t *key_at;      /* file offset of each key (for messages) */
     size_t n_kv;
     bitnet_gguf_tensor_desc *t;
     size_t n, next, *order;
@@ -142,6 +143,7 @@ void bitnet_gguf_reader_free(bitnet_gguf_reader *r)
     }
     free(r->keys);
     free(r->values);
+    free(r->key_at);
     free(r->t);
     free(r->order);
     free(r);
@@ -273,11 +275,6 @@ static bitnet_status read_kv(bitnet_gguf_reader *r, uint64_t i)
         st = bn_fail(BITNET_E_FORMAT, "gguf: key %" PRIu64 " at byte %" PRIu64 " holds a NUL byte", i, at);
         goto out;
     }
-    for (size_t j = 0; j < r->n_kv; j++)
-        if (strcmp(r->keys[j], (const char *)key.p) == 0) {
-            st = bn_fail(BITNET_E_FORMAT, "gguf: key '%s' at byte %" PRIu64 " appears twice", k, at);
-            goto out;
-        }
     if ((st = rd_u32(r, &t, "a value type")) || (st = bn_buf_put32(&raw, t))) goto out;
     if ((st = rd_value(r, t, &raw, 0, k))) goto out;
     if (strcmp(k, "general.alignment") == 0) {
@@ -297,6 +294,7 @@ static bitnet_status read_kv(bitnet_gguf_reader *r, uint64_t i)
         goto out;
     }
     r->keys[r->n_kv] = (char *)key.p;
+    r->key_at[r->n_kv] = at;
     r->values[r->n_kv] = text;
     r->n_kv++;
     bn_buf_free(&raw);
@@ -346,6 +344,34 @@ static bitnet_status read_tensor_info(bitnet_gguf_reader *r, uint64_t i)
     return BITNET_OK;
 }
 
+/* qsort has no context argument in C11: the comparators below read these
+ * (a reader is not shared between threads while it is being created). */
+static char *const *sort_keys;
+static int by_key(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(sort_keys[i], sort_keys[j]);
+    return c ? c : i < j ? -1 : i > j;
+}
+
+/* Keys unique: sorted, each compared with its neighbour (n log n; a header
+ * may hold a million keys). */
+static bitnet_status check_keys(bitnet_gguf_reader *r)
+{
+    bitnet_status st = BITNET_OK;
+    size_t *ix = malloc((r->n_kv ? r->n_kv : 1) * sizeof *ix);
+    if (!ix) return bn_fail(BITNET_E_NOMEM, "gguf: %zu keys", r->n_kv);
+    for (size_t i = 0; i < r->n_kv; i++) ix[i] = i;
+    sort_keys = r->keys;
+    qsort(ix, r->n_kv, sizeof *ix, by_key);
+    for (size_t i = 1; i < r->n_kv && !st; i++)
+        if (strcmp(r->keys[ix[i]], r->keys[ix[i - 1]]) == 0)
+            st = bn_fail(BITNET_E_FORMAT, "gguf: key '%s' at byte %" PRIu64 " appears twice (first at byte %" PRIu64 ")",
+                         bitnet_gguf_reader_meta_key(r, ix[i]), r->key_at[ix[i]], r->key_at[ix[i - 1]]);
+    free(ix);
+    return st;
+}
+
 static const bitnet_gguf_tensor_desc *sort_base;
 static int by_offset(const void *a, const void *b)
 {
@@ -367,7 +393,7 @@ static bitnet_status check_layout(bitnet_gguf_reader *r)
     size_t *ix = malloc((r->n ? r->n : 1) * sizeof *ix);
     if (!ix) return bn_fail(BITNET_E_NOMEM, "gguf: %zu tensors", r->n);
     for (size_t i = 0; i < r->n; i++) ix[i] = i;
-    sort_base = r->t; /* qsort has no context argument in C11; the reader is not shared between threads */
+    sort_base = r->t;
     qsort(ix, r->n, sizeof *ix, by_name);
     for (size_t i = 1; i < r->n && !st; i++)
         if (strcmp(r->t[ix[i]].name, r->t[ix[i - 1]].name) == 0)
@@ -452,13 +478,15 @@ bitnet_status bitnet_gguf_reader_create(bitnet_gguf_reader **out, FILE *f, const
     }
     r->keys = calloc(n_kv ? n_kv : 1, sizeof *r->keys);
     r->values = calloc(n_kv ? n_kv : 1, sizeof *r->values);
+    r->key_at = calloc(n_kv ? n_kv : 1, sizeof *r->key_at);
     r->t = calloc(n_tensors ? n_tensors : 1, sizeof *r->t);
-    if (!r->keys || !r->values || !r->t) {
+    if (!r->keys || !r->values || !r->key_at || !r->t) {
         st = bn_fail(BITNET_E_NOMEM, "gguf: header tables");
         goto fail;
     }
     for (uint64_t i = 0; i < n_kv; i++)
         if ((st = read_kv(r, i))) goto fail;
+    if ((st = check_keys(r))) goto fail;
     for (uint64_t i = 0; i < n_tensors; i++, r->n++)
         if ((st = read_tensor_info(r, i))) goto fail;
     r->data_start = (r->in.consumed + r->alignment - 1) / r->alignment * r->alignment;

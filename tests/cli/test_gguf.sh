@@ -3,8 +3,8 @@
 # the broken corpus (testdata/gguf/bad/EXPECTED: each file refused with its
 # message, from a file and from a pipe, nothing left behind), the real
 # stories260K.gguf (byte-identical round trip through .bnt, from a file and
-# through pipes; verify, compare, quantize, matmul, bench --model), and
-# ternary tensors out to GGUF.
+# through pipes; verify, compare, quantize, matmul, bench --model), ternary
+# tensors out to GGUF, and bitnet.cpp's TL1/TL2 listed but not converted.
 . "$(dirname "$0")/lib.sh"
 G=$TESTDATA/gguf
 R=$TESTDATA/real/stories260K.gguf
@@ -29,6 +29,23 @@ expect_rc 0 "info: i2_s" bitnet-info "$G/i2s.gguf"
 expect_out '^i2s .* i2_s .*\[4, 256\] .*tensor' "info: i2_s with its tensor scale"
 run sh -c 'cat "$1" | bitnet-info -' sh "$R"
 check "info from a pipe" [ "$rc" -eq 0 ]
+# bitnet.cpp's TL1 (38) and TL2 (39, MXFP4 in ggml): listed, sized from the layout
+expect_rc 0 "info lists bitnet.cpp's TL1 and TL2" bitnet-info "$G/bad/tl1_tl2.gguf"
+expect_out '^tl1  *? *\[4, 256\]  *1024  *160  *0 .*(unknown ggml type 38, size from the layout)$' "info: tl1, 160 bytes up to the next tensor"
+expect_out '^tl2  *? *\[4, 256\]  *1024  *96  *0 .*(unknown ggml type 39, size from the layout)$' "info: a 39 that is not mxfp4-sized"
+expect_out '^norm  *f32 .* 32  *32 ' "info: the tensor after them"
+expect_out '^mx  *mxfp4 *\[4, 256\]  *1024  *544 ' "info: a 39 laid out as mxfp4 is mxfp4"
+expect_rc 0 "info --json" bitnet-info --json "$G/bad/tl1_tl2.gguf"
+check "--json: ggml_type and size_from_layout" sh -c 'tr -d " \n" <"$1" | grep -q "\"name\":\"tl1\",\"dtype\":\"?\",\"ggml_type\":38,\"converts_to\":null,\"size_from_layout\":true"' sh "$T/out"
+expect_rc 0 "info: a TL2 tensor last in the file" bitnet-info "$G/bad/tl2_last.gguf"
+expect_out '^tl2  *? .* 96  *0 .*(unknown ggml type 39, size from the layout)$' "info: sized up to the end of the file"
+expect_rc 1 "convert refuses TL1 and names the code" bitnet-convert "$G/bad/tl1_tl2.gguf" -o "$T/tl.bnt"
+expect_err "tensor 'tl1': unknown ggml type 38 (bitnet.cpp's tl1) is not converted" "the message names the code"
+run sh -c 'cat "$1" | bitnet-convert - -o "$2"' sh "$G/bad/tl2_last.gguf" "$T/tl.bnt"
+check "a last 39 from a pipe (taken as mxfp4) is refused" [ "$rc" -eq 1 ]
+expect_err "ggml type mxfp4 is not supported here (code 39, also bitnet.cpp's tl2" "the pipe message names both meanings"
+expect_rc 0 "verify checks the layout and the tensors it can read" bitnet-verify "$G/bad/tl1_tl2.gguf"
+expect_out 'OK (gguf, 1 tensor)' "verify: the f32 tensor read, the others skipped"
 
 # ---- the broken corpus ----------------------------------------------------------
 while IFS="$tab" read -r file detail; do

@@ -4,7 +4,8 @@
 # message, from a file and from a pipe, nothing left behind), the real
 # stories260K.gguf (byte-identical round trip through .bnt, from a file and
 # through pipes; verify, compare, quantize, matmul, bench --model), ternary
-# tensors out to GGUF, and bitnet.cpp's TL1/TL2 listed but not converted.
+# tensors out to GGUF, I2_S coming back as TQ2_0, and bitnet.cpp's TL1/TL2
+# listed but not converted.
 . "$(dirname "$0")/lib.sh"
 G=$TESTDATA/gguf
 R=$TESTDATA/real/stories260K.gguf
@@ -97,6 +98,17 @@ expect_rc 0 "codes survive TQ2_0 (scales within f16 rounding)" bitnet-verify --c
 expect_rc 0 "TQ1_0 and TQ2_0 hold the same weights" bitnet-verify --compare "$T/h.gguf:layers.2.weight" "$T/h1.gguf:layers.2.weight" --max-abs 0
 expect_rc 0 "back to .bnt" bitnet-convert "$T/h.gguf" -o "$T/h2.bnt"
 expect_rc 0 "and to GGUF again: byte-identical" sh -c 'bitnet-convert "$1" -o "$2" && cmp "$2" "$3"' sh "$T/h2.bnt" "$T/h3.gguf" "$T/h.gguf"
+
+# ---- I2_S -> .bnt -> GGUF comes back as TQ2_0 (bitnet-convert(1), GGUF) ---------------
+expect_rc 0 "i2s.gguf -> .bnt" bitnet-convert "$G/i2s.gguf" -o "$T/i2.bnt"
+expect_rc 0 "-> .gguf" bitnet-convert "$T/i2.bnt" -o "$T/i2.gguf"
+expect_rc 0 "list it" bitnet-info "$T/i2.gguf"
+expect_out '^i2s  *tq2_0 *\[4, 256\]  *1024  *264 .*group:256$' "I2_S comes back as TQ2_0, one f16 scale per block"
+# the tensor scale 0.7431 rounded to f16 moves each weight by at most 0.7431 * 2^-11 < 0.00037
+# (a changed code would move one by 0.74 or more)
+expect_rc 0 "the weights within the f16 rounding of the scale" bitnet-verify --compare --max-abs 0.00037 "$G/i2s.gguf" "$T/i2.gguf"
+expect_rc 1 "but not exactly: the scale was rounded" bitnet-verify --compare --max-abs 0 "$G/i2s.gguf" "$T/i2.gguf"
+expect_rc 0 "from there the round trip is byte-identical" sh -c 'bitnet-convert "$1" -o "$2" && bitnet-convert "$2" -o "$3" && cmp "$1" "$3"' sh "$T/i2.gguf" "$T/i2b.bnt" "$T/i2b.gguf"
 
 # ---- share/convert.mk: %.bnt: %.gguf and %.gguf: %.bnt --------------------------------
 top=$(cd "$(dirname "$0")/../.." && pwd)

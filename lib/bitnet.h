@@ -235,6 +235,9 @@ size_t bitnet_st_reader_meta_count(const bitnet_st_reader *r);
 const char *bitnet_st_reader_meta_key(const bitnet_st_reader *r, size_t i);
 const char *bitnet_st_reader_meta_value(const bitnet_st_reader *r, size_t i);
 bitnet_status bitnet_st_reader_next(bitnet_st_reader *r, bitnet_tensor *t); /* BITNET_END at the end */
+/* The header's tensors, in the order next() returns them (of their offsets). */
+size_t bitnet_st_reader_tensor_count(const bitnet_st_reader *r);
+const char *bitnet_st_reader_tensor_name(const bitnet_st_reader *r, size_t i); /* NULL past the end */
 void bitnet_st_reader_free(bitnet_st_reader *r);
 
 /* Writes all tensors (non-ternary dtypes) with optional string metadata. */
@@ -324,6 +327,11 @@ bitnet_status bitnet_reader_next(bitnet_reader *r, bitnet_tensor *t);
 /* The tensor called name (seeks through an indexed .bnt; otherwise scans
  * forward).  BITNET_E_NOT_FOUND if absent. */
 bitnet_status bitnet_reader_find(bitnet_reader *r, const char *name, bitnet_tensor *t);
+/* Whether the input holds a tensor called name, as its header tells before
+ * any tensor is read: 1 yes, 0 no, -1 not known up front (.bnt and .npy,
+ * whose tensors are known as they come).  Safetensors and GGUF list their
+ * tensors in the header; the first call builds a hashed index of them. */
+int bitnet_reader_has_tensor(bitnet_reader *r, const char *name);
 /* On-disk bytes of the tensor last returned by next/find: the compressed size
  * for .bnt, the raw data size for .npy and safetensors. */
 uint64_t bitnet_reader_stored_bytes(const bitnet_reader *r);

@@ -99,6 +99,20 @@ expect_rc 0 "TQ1_0 and TQ2_0 hold the same weights" bitnet-verify --compare "$T/
 expect_rc 0 "back to .bnt" bitnet-convert "$T/h.gguf" -o "$T/h2.bnt"
 expect_rc 0 "and to GGUF again: byte-identical" sh -c 'bitnet-convert "$1" -o "$2" && cmp "$2" "$3"' sh "$T/h2.bnt" "$T/h3.gguf" "$T/h.gguf"
 
+# ---- what the gguf Python package read from our GGUF (tests/gguf_readback.py) -------
+# testdata/gguf/readback: the GGUF files our tools wrote for layers.6.weight and the
+# values the package dequantized from them.  Today's tools must write the same
+# bytes, and our reader must dequantize them to the package's values exactly.
+RB=$G/readback
+expect_rc 0 "quantize layers.6.weight (row scales)" bitnet-quantize --scale row -t layers.6.weight "$M" -o "$T/l6.bnt"
+for x in "t2 tq2" "t3 tq1"; do
+    dt=${x% *} ty=${x#* }
+    expect_rc 0 "layers.6.weight as $dt -> GGUF" bitnet-convert -t layers.6.weight --dtype "$dt" "$T/l6.bnt" -o "$T/l6_$ty.gguf"
+    check "$ty: byte-identical to the file the package read" cmp -s "$T/l6_$ty.gguf" "$RB/l6_${ty}.gguf"
+    expect_rc 0 "$ty: our reader gives the package's values exactly" bitnet-verify --compare --max-abs 0 "$RB/l6_${ty}.gguf:layers.6.weight" "$RB/l6_${ty}_pkg.npy"
+done
+expect_rc 1 "the comparison can fail: the package's values are not the f32 layer" bitnet-verify --compare --max-abs 0 "$RB/l6_tq1_pkg.npy" "$M:layers.6.weight"
+
 # ---- I2_S -> .bnt -> GGUF comes back as TQ2_0 (bitnet-convert(1), GGUF) ---------------
 expect_rc 0 "i2s.gguf -> .bnt" bitnet-convert "$G/i2s.gguf" -o "$T/i2.bnt"
 expect_rc 0 "-> .gguf" bitnet-convert "$T/i2.bnt" -o "$T/i2.gguf"

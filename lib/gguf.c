@@ -696,6 +696,9 @@ bitnet_status bitnet_gguf_reader_next(bitnet_gguf_reader *r, bitnet_tensor *t)
                 return (r->err = bn_fail(BITNET_E_FORMAT, "gguf: bytes follow the last tensor's data past file byte %" PRIu64,
                                          limit));
         if (ferror(r->in.f)) return (r->err = bn_fail(BITNET_E_IO, "gguf: read error"));
+        if (r->in.consumed < end) /* the data of a skipped tensor (a type not converted) were cut */
+            return (r->err = bn_fail(BITNET_E_TRUNCATED, "gguf: input ends at file byte %" PRIu64 ", inside the tensor "
+                                     "data (which end at %" PRIu64 ")", r->in.consumed, end));
     }
     r->at_end = 1;
     return BITNET_END;

@@ -60,6 +60,9 @@ while IFS="$tab" read -r file detail; do
 done <"$G/bad/EXPECTED"
 expect_rc 1 "verify fails on bad codes" bitnet-verify "$G/bad/tq2_code3.gguf"
 expect_rc 0 "verify passes a file with a type it only checks the layout of" bitnet-verify "$G/bad/unsupported_q4_k.gguf"
+run sh -c 'head -c 200 "$1" | bitnet-verify -' sh "$G/bad/unsupported_q4_k.gguf"
+check "from a pipe, the data of a skipped type cut short are found" [ "$rc" -eq 1 ]
+expect_out 'input ends at file byte 200, inside the tensor data' "the report says where"
 
 # ---- the real file ----------------------------------------------------------------
 expect_rc 0 "stories260K.gguf -> .bnt" bitnet-convert "$R" -o "$T/s.bnt"

@@ -235,6 +235,9 @@ size_t bitnet_st_reader_meta_count(const bitnet_st_reader *r);
 const char *bitnet_st_reader_meta_key(const bitnet_st_reader *r, size_t i);
 const char *bitnet_st_reader_meta_value(const bitnet_st_reader *r, size_t i);
 bitnet_status bitnet_st_reader_next(bitnet_st_reader *r, bitnet_tensor *t); /* BITNET_END at the end */
+/* The header's tensors, in the order next() returns them (of their offsets). */
+size_t bitnet_st_reader_tensor_count(const bitnet_st_reader *r);
+const char *bitnet_st_reader_tensor_name(const bitnet_st_reader *r, size_t i); /* NULL past the end */
 void bitnet_st_reader_free(bitnet_st_reader *r);
 
 /* Writes all tensors (non-ternary dtypes) with optional string metadata. */
@@ -258,6 +261,11 @@ typedef struct {
     uint64_t ne[BITNET_GGUF_MAX_DIMS]; /* ggml order: ne[0] is the row length */
     uint64_t offset;          /* from the start of the data section */
     uint64_t bytes;
+    /* 1 for a type whose size is not known here (an unknown code, or 39 not
+     * laid out as MXFP4, e.g. bitnet.cpp's TL2): bytes is then the gap up to
+     * the next tensor's data, or to the end of the file for the last one (0
+     * on a pipe, where the end is not known). */
+    uint32_t size_from_layout;
 } bitnet_gguf_tensor_desc;
 
 typedef struct bitnet_gguf_reader bitnet_gguf_reader;
@@ -278,14 +286,15 @@ const bitnet_gguf_tensor_desc *bitnet_gguf_reader_tensor(const bitnet_gguf_reade
 /* The next tensor: F32 F16 BF16 F64 I8 I16 I32 I64 as they are; TQ2_0 as t2
  * and TQ1_0 as t3 with one scale per 256-weight block (BITNET_SCALE_GROUP,
  * group 256); I2_S (bitnet.cpp) as t2 with its tensor scale.  Another ggml
- * type gives BITNET_E_UNSUPPORTED naming it, after which next() goes on with
- * the tensor after it.  BITNET_END at the end. */
+ * type, known or not, gives BITNET_E_UNSUPPORTED naming it and its code,
+ * after which next() goes on with the tensor after it.  BITNET_END at the end. */
 bitnet_status bitnet_gguf_reader_next(bitnet_gguf_reader *r, bitnet_tensor *t);
 /* Seekable input: loads the tensor `name` (BITNET_E_NOT_FOUND if absent);
  * BITNET_E_UNSUPPORTED on a pipe. */
 bitnet_status bitnet_gguf_reader_find(bitnet_gguf_reader *r, const char *name, bitnet_tensor *t);
 void bitnet_gguf_reader_free(bitnet_gguf_reader *r);
-/* "f32", "q4_K", "tq2_0", "i2_s", ...; NULL for an unknown code. */
+/* "f32", "q4_K", "tq2_0", "i2_s", ...; NULL for an unknown code (39 gives
+ * "mxfp4", ggml's name; bitnet.cpp uses 37 to 39 for I8_S, TL1, TL2). */
 const char *bitnet_gguf_type_name(uint32_t type);
 /* The largest relative change |f16(d) - d| / |d| that writing the ternary
  * tensor t to GGUF (f16 block scales) makes to its scales (0 when exact). */
@@ -318,6 +327,11 @@ bitnet_status bitnet_reader_next(bitnet_reader *r, bitnet_tensor *t);
 /* The tensor called name (seeks through an indexed .bnt; otherwise scans
  * forward).  BITNET_E_NOT_FOUND if absent. */
 bitnet_status bitnet_reader_find(bitnet_reader *r, const char *name, bitnet_tensor *t);
+/* Whether the input holds a tensor called name, as its header tells before
+ * any tensor is read: 1 yes, 0 no, -1 not known up front (.bnt and .npy,
+ * whose tensors are known as they come).  Safetensors and GGUF list their
+ * tensors in the header; the first call builds a hashed index of them. */
+int bitnet_reader_has_tensor(bitnet_reader *r, const char *name);
 /* On-disk bytes of the tensor last returned by next/find: the compressed size
  * for .bnt, the raw data size for .npy and safetensors. */
 uint64_t bitnet_reader_stored_bytes(const bitnet_reader *r);

@@ -15,6 +15,12 @@
  * regular file tensors are read in info order (seeking); on a pipe in the
  * order of their offsets, skipping the gaps, because what has gone by
  * cannot be read again.
+ *
+ * A tensor of a type this reader cannot size (a code missing from ggml's
+ * table, such as bitnet.cpp's TL1, 38) is sized from the layout: the gap up
+ * to the next tensor's data, or to the end of the file.  Code 39 is MXFP4 in
+ * ggml but TL2 in bitnet.cpp; it is sized as MXFP4 where that fits the
+ * layout, else from the layout too.  Such tensors can be listed, not read.
  */
 #include "gguf_internal.h"
 #include "internal.h"
@@ -34,7 +40,9 @@ typedef struct {
 } ggml_traits;
 
 /* Codes, names and block sizes as in ggml's type table (ggml.h, ggml.c);
- * 36 is bitnet.cpp's I2_S (sized specially: n/4 + 32 bytes). */
+ * 36 is bitnet.cpp's I2_S (sized specially: n/4 + 32 bytes).  39 is ggml's
+ * MXFP4, bitnet.cpp's TL2 (see the file header); bitnet.cpp's 37 and 38
+ * (I8_S, TL1) are unknown codes here. */
 static const ggml_traits ggml_types[] = {
     [0] = {"f32", 1, 4},       [1] = {"f16", 1, 2},        [2] = {"q4_0", 32, 18},     [3] = {"q4_1", 32, 20},
     [6] = {"q5_0", 32, 22},    [7] = {"q5_1", 32, 24},     [8] = {"q8_0", 32, 34},     [9] = {"q8_1", 32, 36},
@@ -76,16 +84,23 @@ uint32_t bn_ggml_of(bitnet_dtype d)
     return codes[d];
 }
 
-/* Bytes of a tensor of `type` with n_dims dims ne; 0 ok. */
-static bitnet_status tensor_bytes(const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne, uint64_t *out)
+/* Bytes of a tensor of `type` with n_dims dims ne; 0 ok.  *from_layout is
+ * set (and *out 0) for a type whose size must come from the layout. */
+static bitnet_status tensor_bytes(const char *name, uint32_t type, uint32_t n_dims, const uint64_t *ne, uint64_t *out,
+                                  uint32_t *from_layout)
 {
     uint64_t n = 1;
-    if (type >= N_GGML_TYPES || !ggml_types[type].name)
-        return bn_fail(BITNET_E_FORMAT, "gguf: tensor '%s': unknown ggml type %" PRIu32, name, type);
-    const ggml_traits *tt = &ggml_types[type];
     for (uint32_t d = 0; d < n_dims; d++)
         if (ne[d] > (uint64_t)INT64_MAX || bn_mul_u64(n, ne[d], &n) || n > BITNET_MAX_ELEMENTS)
             return bn_fail(BITNET_E_LIMIT, "gguf: tensor '%s': more than 2^48 elements", name);
+    *out = 0;
+    *from_layout = 0;
+    if (type >= N_GGML_TYPES || !ggml_types[type].name ||
+        (type == GGML_MXFP4_OR_TL2 && n_dims && ne[0] % ggml_types[type].block)) {
+        *from_layout = 1;
+        return BITNET_OK;
+    }
+    const ggml_traits *tt = &ggml_types[type];
     if (type == GGML_I2_S) {
         if (n % GGUF_I2S_BLOCK)
             return bn_fail(BITNET_E_FORMAT, "gguf: tensor '%s': i2_s needs a multiple of %d weights, has %" PRIu64,
@@ -109,12 +124,14 @@ struct bitnet_gguf_reader {
     uint64_t file_size;   /* seekable only */
     uint32_t version, alignment;
     char **keys, **values; /* keys with BITNET_GGUF_META_PREFIX in front */
+    uint64_t *key_at;      /* file offset of each key (for messages) */
     size_t n_kv;
     bitnet_gguf_tensor_desc *t;
     size_t n, next, *order;
     uint64_t data_start, header_bytes;
     bitnet_status err;    /* sticky: the stream position is lost */
     int at_end;
+    int open_end;         /* on a pipe, the last tensor's size is taken from the end of the input */
 };
 
 uint32_t bitnet_gguf_reader_version(const bitnet_gguf_reader *r) { return r ? r->version : 0; }
@@ -142,6 +159,7 @@ void bitnet_gguf_reader_free(bitnet_gguf_reader *r)
     }
     free(r->keys);
     free(r->values);
+    free(r->key_at);
     free(r->t);
     free(r->order);
     free(r);
@@ -273,11 +291,6 @@ static bitnet_status read_kv(bitnet_gguf_reader *r, uint64_t i)
         st = bn_fail(BITNET_E_FORMAT, "gguf: key %" PRIu64 " at byte %" PRIu64 " holds a NUL byte", i, at);
         goto out;
     }
-    for (size_t j = 0; j < r->n_kv; j++)
-        if (strcmp(r->keys[j], (const char *)key.p) == 0) {
-            st = bn_fail(BITNET_E_FORMAT, "gguf: key '%s' at byte %" PRIu64 " appears twice", k, at);
-            goto out;
-        }
     if ((st = rd_u32(r, &t, "a value type")) || (st = bn_buf_put32(&raw, t))) goto out;
     if ((st = rd_value(r, t, &raw, 0, k))) goto out;
     if (strcmp(k, "general.alignment") == 0) {
@@ -297,6 +310,7 @@ static bitnet_status read_kv(bitnet_gguf_reader *r, uint64_t i)
         goto out;
     }
     r->keys[r->n_kv] = (char *)key.p;
+    r->key_at[r->n_kv] = at;
     r->values[r->n_kv] = text;
     r->n_kv++;
     bn_buf_free(&raw);
@@ -337,13 +351,41 @@ static bitnet_status read_tensor_info(bitnet_gguf_reader *r, uint64_t i)
     for (uint32_t k = 0; k < d->n_dims; k++)
         if ((st = rd_len(r, &d->ne[k], "a tensor's dims"))) return st;
     if ((st = rd_u32(r, &d->type, "a tensor's type")) || (st = rd_u64(r, &d->offset, "a tensor's offset"))) return st;
-    if ((st = tensor_bytes(d->name, d->type, d->n_dims, d->ne, &d->bytes))) return st;
+    if ((st = tensor_bytes(d->name, d->type, d->n_dims, d->ne, &d->bytes, &d->size_from_layout))) return st;
     if (d->offset % r->alignment)
         return bn_fail(BITNET_E_FORMAT, "gguf: tensor '%s': offset %" PRIu64 " is not a multiple of the alignment %" PRIu32,
                        d->name, d->offset, r->alignment);
     if (d->offset > UINT64_MAX / 2)
         return bn_fail(BITNET_E_OVERFLOW, "gguf: tensor '%s': offset %" PRIu64 " is absurd", d->name, d->offset);
     return BITNET_OK;
+}
+
+/* qsort has no context argument in C11: the comparators below read these
+ * (a reader is not shared between threads while it is being created). */
+static char *const *sort_keys;
+static int by_key(const void *a, const void *b)
+{
+    size_t i = *(const size_t *)a, j = *(const size_t *)b;
+    int c = strcmp(sort_keys[i], sort_keys[j]);
+    return c ? c : i < j ? -1 : i > j;
+}
+
+/* Keys unique: sorted, each compared with its neighbour (n log n; a header
+ * may hold a million keys). */
+static bitnet_status check_keys(bitnet_gguf_reader *r)
+{
+    bitnet_status st = BITNET_OK;
+    size_t *ix = malloc((r->n_kv ? r->n_kv : 1) * sizeof *ix);
+    if (!ix) return bn_fail(BITNET_E_NOMEM, "gguf: %zu keys", r->n_kv);
+    for (size_t i = 0; i < r->n_kv; i++) ix[i] = i;
+    sort_keys = r->keys;
+    qsort(ix, r->n_kv, sizeof *ix, by_key);
+    for (size_t i = 1; i < r->n_kv && !st; i++)
+        if (strcmp(r->keys[ix[i]], r->keys[ix[i - 1]]) == 0)
+            st = bn_fail(BITNET_E_FORMAT, "gguf: key '%s' at byte %" PRIu64 " appears twice (first at byte %" PRIu64 ")",
+                         bitnet_gguf_reader_meta_key(r, ix[i]), r->key_at[ix[i]], r->key_at[ix[i - 1]]);
+    free(ix);
+    return st;
 }
 
 static const bitnet_gguf_tensor_desc *sort_base;
@@ -367,12 +409,22 @@ static bitnet_status check_layout(bitnet_gguf_reader *r)
     size_t *ix = malloc((r->n ? r->n : 1) * sizeof *ix);
     if (!ix) return bn_fail(BITNET_E_NOMEM, "gguf: %zu tensors", r->n);
     for (size_t i = 0; i < r->n; i++) ix[i] = i;
-    sort_base = r->t; /* qsort has no context argument in C11; the reader is not shared between threads */
+    sort_base = r->t;
     qsort(ix, r->n, sizeof *ix, by_name);
     for (size_t i = 1; i < r->n && !st; i++)
         if (strcmp(r->t[ix[i]].name, r->t[ix[i - 1]].name) == 0)
             st = bn_fail(BITNET_E_FORMAT, "gguf: tensor name '%s' appears twice", r->t[ix[i]].name);
     qsort(ix, r->n, sizeof *ix, by_offset);
+    uint64_t have = UINT64_MAX; /* bytes of the data section, when the file size is known */
+    if (r->seekable) have = r->file_size >= r->data_start ? r->file_size - r->data_start : 0;
+    for (size_t i = 0; i < r->n && !st; i++) { /* sizes that only the layout tells */
+        bitnet_gguf_tensor_desc *d = &r->t[ix[i]];
+        uint64_t limit = i + 1 < r->n ? r->t[ix[i + 1]].offset : have;
+        if (d->type == GGML_MXFP4_OR_TL2 && !d->size_from_layout && d->offset + d->bytes > limit) d->size_from_layout = 1;
+        if (!d->size_from_layout) continue;
+        d->bytes = limit == UINT64_MAX || limit < d->offset ? 0 : limit - d->offset;
+        if (limit == UINT64_MAX) r->open_end = 1;
+    }
     uint64_t end = 0;
     for (size_t i = 0; i < r->n && !st; i++) {
         const bitnet_gguf_tensor_desc *d = &r->t[ix[i]];
@@ -382,7 +434,6 @@ static bitnet_status check_layout(bitnet_gguf_reader *r)
         end = d->offset + d->bytes;
     }
     if (!st && r->seekable) {
-        uint64_t have = r->file_size >= r->data_start ? r->file_size - r->data_start : 0;
         uint64_t padded = (end + r->alignment - 1) / r->alignment * r->alignment;
         for (size_t i = 0; i < r->n && !st; i++) {
             const bitnet_gguf_tensor_desc *d = &r->t[ix[i]];
@@ -452,13 +503,15 @@ bitnet_status bitnet_gguf_reader_create(bitnet_gguf_reader **out, FILE *f, const
     }
     r->keys = calloc(n_kv ? n_kv : 1, sizeof *r->keys);
     r->values = calloc(n_kv ? n_kv : 1, sizeof *r->values);
+    r->key_at = calloc(n_kv ? n_kv : 1, sizeof *r->key_at);
     r->t = calloc(n_tensors ? n_tensors : 1, sizeof *r->t);
-    if (!r->keys || !r->values || !r->t) {
+    if (!r->keys || !r->values || !r->key_at || !r->t) {
         st = bn_fail(BITNET_E_NOMEM, "gguf: header tables");
         goto fail;
     }
     for (uint64_t i = 0; i < n_kv; i++)
         if ((st = read_kv(r, i))) goto fail;
+    if ((st = check_keys(r))) goto fail;
     for (uint64_t i = 0; i < n_tensors; i++, r->n++)
         if ((st = read_tensor_info(r, i))) goto fail;
     r->data_start = (r->in.consumed + r->alignment - 1) / r->alignment * r->alignment;
@@ -567,11 +620,6 @@ static bitnet_status decode(const bitnet_gguf_tensor_desc *d, uint8_t *raw, bitn
         t->data = raw;
         return BITNET_OK;
     }
-    if (d->type != GGML_TQ1_0 && d->type != GGML_TQ2_0 && d->type != GGML_I2_S) {
-        free(raw);
-        return bn_fail(BITNET_E_UNSUPPORTED, "gguf: tensor '%s': ggml type %s is not supported here (f32 f16 bf16 f64 "
-                       "i8 i16 i32 i64 tq1_0 tq2_0 i2_s are)", d->name, bitnet_gguf_type_name(d->type));
-    }
     if (d->type == GGML_I2_S) {
         t->info.dtype = BITNET_T2;
         t->info.scale_kind = BITNET_SCALE_TENSOR;
@@ -591,11 +639,31 @@ static bitnet_status decode(const bitnet_gguf_tensor_desc *d, uint8_t *raw, bitn
     return st;
 }
 
+/* What bitnet.cpp calls the codes ggml's table lacks or gives another meaning. */
+static const char *bitnet_cpp_name(uint32_t type)
+{
+    switch (type) {
+    case 37: return " (bitnet.cpp's i8_s)";
+    case 38: return " (bitnet.cpp's tl1)";
+    case GGML_MXFP4_OR_TL2: return " (bitnet.cpp's tl2; not laid out as ggml's mxfp4)";
+    default: return "";
+    }
+}
+
 static bitnet_status load(bitnet_gguf_reader *r, const bitnet_gguf_tensor_desc *d, bitnet_tensor *t)
 {
     bitnet_status st;
     uint8_t *raw;
     uint64_t got;
+    /* types not converted are refused before any byte is read: next() may go on */
+    if (d->size_from_layout)
+        return bn_fail(BITNET_E_UNSUPPORTED, "gguf: tensor '%s': unknown ggml type %" PRIu32 "%s is not converted here",
+                       d->name, d->type, bitnet_cpp_name(d->type));
+    if (plain_dtype(d->type) == BITNET_DTYPE_INVALID && d->type != GGML_TQ1_0 && d->type != GGML_TQ2_0 &&
+        d->type != GGML_I2_S)
+        return bn_fail(BITNET_E_UNSUPPORTED, "gguf: tensor '%s': ggml type %s is not supported here (code %" PRIu32
+                       "%s; f32 f16 bf16 f64 i8 i16 i32 i64 tq1_0 tq2_0 i2_s are)", d->name, bitnet_gguf_type_name(d->type),
+                       d->type, d->type == GGML_MXFP4_OR_TL2 ? ", also bitnet.cpp's tl2" : "");
     if ((st = position(r, d))) return (r->err = st);
     if (bn_pfx_read_alloc(&r->in, d->bytes, &raw, &got))
         return (r->err = bn_fail(BITNET_E_NOMEM, "gguf: tensor '%s': cannot allocate %" PRIu64 " bytes", d->name, d->bytes));
@@ -616,17 +684,21 @@ bitnet_status bitnet_gguf_reader_next(bitnet_gguf_reader *r, bitnet_tensor *t)
     if (r->err) return bn_fail(r->err, "gguf: the reader failed earlier");
     if (r->next < r->n) return load(r, &r->t[r->order[r->next++]], t);
     if (!r->at_end && !r->seekable) {
-        /* on a pipe: at most the padding after the last tensor may follow */
+        /* on a pipe: at most the padding after the last tensor may follow
+         * (anything, when the last tensor's size is that of the rest) */
         uint64_t end = r->in.consumed, k;
         for (size_t i = 0; i < r->n; i++)
             if (r->data_start + r->t[i].offset + r->t[i].bytes > end) end = r->data_start + r->t[i].offset + r->t[i].bytes;
         uint64_t limit = r->n ? (end + r->alignment - 1) / r->alignment * r->alignment : r->data_start;
         uint8_t skip[256];
         while ((k = bn_pfx_read(&r->in, skip, sizeof skip)) > 0)
-            if (r->in.consumed > limit)
+            if (r->in.consumed > limit && !r->open_end)
                 return (r->err = bn_fail(BITNET_E_FORMAT, "gguf: bytes follow the last tensor's data past file byte %" PRIu64,
                                          limit));
         if (ferror(r->in.f)) return (r->err = bn_fail(BITNET_E_IO, "gguf: read error"));
+        if (r->in.consumed < end) /* the data of a skipped tensor (a type not converted) were cut */
+            return (r->err = bn_fail(BITNET_E_TRUNCATED, "gguf: input ends at file byte %" PRIu64 ", inside the tensor "
+                                     "data (which end at %" PRIu64 ")", r->in.consumed, end));
     }
     r->at_end = 1;
     return BITNET_END;

@@ -22,7 +22,8 @@ enum {
 /* ggml tensor types this library converts (see bitnet_gguf_type_name for all). */
 enum {
     GGML_F32 = 0, GGML_F16 = 1, GGML_I8 = 24, GGML_I16 = 25, GGML_I32 = 26, GGML_I64 = 27,
-    GGML_F64 = 28, GGML_BF16 = 30, GGML_TQ1_0 = 34, GGML_TQ2_0 = 35, GGML_I2_S = 36
+    GGML_F64 = 28, GGML_BF16 = 30, GGML_TQ1_0 = 34, GGML_TQ2_0 = 35, GGML_I2_S = 36,
+    GGML_MXFP4_OR_TL2 = 39 /* ggml's MXFP4; bitnet.cpp's TL2 (its TL1 is 38, I8_S 37) */
 };
 
 #define GGUF_QK 256             /* weights per TQ1_0 / TQ2_0 block */

@@ -7,6 +7,7 @@
  * Each tensor is padded to the alignment, as llama.cpp and the gguf Python
  * package do, so that their files come back byte for byte.
  */
+#include "bnt_format.h"
 #include "gguf_internal.h"
 #include "internal.h"
 #include "prefix_io.h"
@@ -21,8 +22,7 @@
 struct bn_gguf_writer {
     FILE *f, *spool;
     bn_buf kv, infos;
-    char **keys, **names;
-    size_t n_kv, n_tensors;
+    bn_bnt_names keys, names; /* hashed: a duplicate is found in O(1), not by a scan */
     uint64_t data_at;
     uint32_t alignment;
 };
@@ -48,23 +48,24 @@ void bn_gguf_writer_free(bn_gguf_writer *w)
     if (w->spool) fclose(w->spool);
     bn_buf_free(&w->kv);
     bn_buf_free(&w->infos);
-    for (size_t i = 0; i < w->n_kv; i++) free(w->keys[i]);
-    for (size_t i = 0; i < w->n_tensors; i++) free(w->names[i]);
-    free(w->keys);
-    free(w->names);
+    bn_bnt_names_free(&w->keys);
+    bn_bnt_names_free(&w->names);
     free(w);
 }
 
-static bitnet_status add_name(char ***list, size_t *n, const char *s, const char *what)
+/* s may join the names: not there yet, and the count within the reader's
+ * limit (the reader refuses a file with more). */
+static bitnet_status check_name(const bn_bnt_names *names, const char *s, const char *what, size_t limit)
 {
-    for (size_t i = 0; i < *n; i++)
-        if (strcmp((*list)[i], s) == 0) return bn_fail(BITNET_E_INVALID, "gguf writer: %s '%s' given twice", what, s);
-    char **l = realloc(*list, (*n + 1) * sizeof *l);
-    if (!l) return bn_fail(BITNET_E_NOMEM, "gguf writer");
-    *list = l;
-    if (!(l[*n] = strdup(s))) return bn_fail(BITNET_E_NOMEM, "gguf writer");
-    (*n)++;
+    if (bn_bnt_names_find(names, s, strlen(s)) != SIZE_MAX)
+        return bn_fail(BITNET_E_INVALID, "gguf writer: %s '%s' given twice", what, s);
+    if (names->n >= limit) return bn_fail(BITNET_E_LIMIT, "gguf writer: more than %zu %ss", limit, what);
     return BITNET_OK;
+}
+
+static bitnet_status add_name(bn_bnt_names *names, const char *s)
+{
+    return bn_bnt_names_add(names, s, strlen(s), 0) < 0 ? bn_fail(BITNET_E_NOMEM, "gguf writer") : BITNET_OK;
 }
 
 bitnet_status bn_gguf_writer_meta(bn_gguf_writer *w, const char *key, const char *value)
@@ -94,13 +95,13 @@ bitnet_status bn_gguf_writer_meta(bn_gguf_writer *w, const char *key, const char
                          GGUF_MAX_ALIGN);
             goto out;
         }
-        if (w->n_tensors) {
+        if (w->names.n) {
             st = bn_fail(BITNET_E_INVALID, "gguf writer: general.alignment after the first tensor");
             goto out;
         }
         w->alignment = bn_ld32(raw.p + 4);
     }
-    if ((st = add_name(&w->keys, &w->n_kv, k, "metadata key"))) goto out;
+    if ((st = check_name(&w->keys, k, "metadata key", BITNET_GGUF_MAX_KV)) || (st = add_name(&w->keys, k))) goto out;
     if ((st = bn_buf_put64(&w->kv, strlen(k)))) goto out;
     if (bn_buf_add(&w->kv, k, strlen(k)) || bn_buf_add(&w->kv, raw.p, raw.len)) goto nomem;
     goto out;
@@ -209,8 +210,7 @@ bitnet_status bn_gguf_writer_put(bn_gguf_writer *w, const bitnet_tensor *t)
     for (uint32_t k = 0; k < in->rank; k++) ne[k] = in->dims[in->rank - 1 - k];
     if ((st = bitnet_tensor_elements(in, &n))) return st;
     bitnet_tensor_rows_cols(in, &rows, &cols);
-    for (size_t i = 0; i < w->n_tensors; i++)
-        if (strcmp(w->names[i], in->name) == 0) return bn_fail(BITNET_E_INVALID, "gguf writer: tensor '%s' given twice", in->name);
+    if ((st = check_name(&w->names, in->name, "tensor", BITNET_GGUF_MAX_TENSORS))) return st;
     if (bitnet_dtype_is_ternary(in->dtype)) {
         st = spool_ternary(w, t, rows, cols);
         bytes = cols / GGUF_QK * rows * (in->dtype == BITNET_T2 ? GGUF_TQ2_BYTES : GGUF_TQ1_BYTES);
@@ -225,7 +225,7 @@ bitnet_status bn_gguf_writer_put(bn_gguf_writer *w, const bitnet_tensor *t)
             return bn_fail(BITNET_E_IO, "gguf writer: cannot undo a refused tensor in the temporary file");
         return st;
     }
-    if ((st = add_name(&w->names, &w->n_tensors, in->name, "tensor"))) return st;
+    if ((st = add_name(&w->names, in->name))) return st;
     uint64_t pad = (w->alignment - bytes % w->alignment) % w->alignment;
     static const uint8_t zeros[256];
     for (uint64_t left = pad; left;) {
@@ -250,7 +250,7 @@ bitnet_status bn_gguf_writer_finish(bn_gguf_writer *w)
     bitnet_status st;
     uint8_t *buf = NULL;
     if (bn_buf_add(&h, "GGUF", 4)) return bn_fail(BITNET_E_NOMEM, "gguf writer");
-    if ((st = bn_buf_put32(&h, 3)) || (st = bn_buf_put64(&h, w->n_tensors)) || (st = bn_buf_put64(&h, w->n_kv))) goto out;
+    if ((st = bn_buf_put32(&h, 3)) || (st = bn_buf_put64(&h, w->names.n)) || (st = bn_buf_put64(&h, w->keys.n))) goto out;
     if (bn_buf_add(&h, w->kv.p, w->kv.len) || bn_buf_add(&h, w->infos.p, w->infos.len) ||
         bn_buf_reserve(&h, w->alignment)) {
         st = bn_fail(BITNET_E_NOMEM, "gguf writer: header");

@@ -4,6 +4,7 @@
  * The sniffed bytes are handed to the format's reader as a prefix, so pipes
  * work without rewinding.
  */
+#include "bnt_format.h"
 #include "gguf_internal.h"
 #include "internal.h"
 #include "internal_io.h"
@@ -67,6 +68,8 @@ struct bitnet_reader {
     size_t head_len;
     int npy_state; /* 0 unread, 1 returned, 2 at end */
     uint64_t stored;
+    bn_bnt_names names; /* the header's tensor names (has_tensor), built on first use */
+    int names_built;
 };
 
 bitnet_status bitnet_reader_create(bitnet_reader **out, FILE *f, bitnet_format fmt)
@@ -220,6 +223,23 @@ bitnet_status bitnet_reader_find(bitnet_reader *r, const char *name, bitnet_tens
     }
 }
 
+int bitnet_reader_has_tensor(bitnet_reader *r, const char *name)
+{
+    if (!r || !name || (!r->st && !r->gguf)) return -1;
+    if (!r->names_built) {
+        size_t n = r->st ? bitnet_st_reader_tensor_count(r->st) : bitnet_gguf_reader_tensor_count(r->gguf);
+        for (size_t i = 0; i < n; i++) {
+            const char *s = r->st ? bitnet_st_reader_tensor_name(r->st, i) : bitnet_gguf_reader_tensor(r->gguf, i)->name;
+            if (bn_bnt_names_add(&r->names, s, strlen(s), 0) < 0) { /* out of memory: say "not known" */
+                bn_bnt_names_free(&r->names);
+                return -1;
+            }
+        }
+        r->names_built = 1;
+    }
+    return bn_bnt_names_find(&r->names, name, strlen(name)) != SIZE_MAX;
+}
+
 uint64_t bitnet_reader_stored_bytes(const bitnet_reader *r) { return r ? r->stored : 0; }
 
 bitnet_gguf_reader *bitnet_reader_gguf(bitnet_reader *r) { return r ? r->gguf : NULL; }
@@ -230,6 +250,7 @@ void bitnet_reader_free(bitnet_reader *r)
     bitnet_bnt_reader_free(r->bnt);
     bitnet_st_reader_free(r->st);
     bitnet_gguf_reader_free(r->gguf);
+    bn_bnt_names_free(&r->names);
     free(r);
 }
 

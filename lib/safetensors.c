@@ -53,6 +53,8 @@ struct bitnet_st_reader {
 };
 
 size_t bitnet_st_reader_meta_count(const bitnet_st_reader *r) { return r ? r->n_meta : 0; }
+size_t bitnet_st_reader_tensor_count(const bitnet_st_reader *r) { return r ? r->n : 0; }
+const char *bitnet_st_reader_tensor_name(const bitnet_st_reader *r, size_t i) { return r && i < r->n ? r->e[i].name : NULL; }
 const char *bitnet_st_reader_meta_key(const bitnet_st_reader *r, size_t i) { return r && i < r->n_meta ? r->meta_keys[i] : NULL; }
 const char *bitnet_st_reader_meta_value(const bitnet_st_reader *r, size_t i) { return r && i < r->n_meta ? r->meta_values[i] : NULL; }
 

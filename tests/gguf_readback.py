@@ -2,20 +2,26 @@
 """gguf_readback.py - GGUF files written by bitnet-convert, read back by the
 gguf Python package (the reference GGUF implementation that llama.cpp
 maintains).  A development check, not part of `make check` (which needs no
-Python); its last output is kept in tests/gguf_readback.out.
+Python); its last output is kept in tests/gguf_readback.out.  It also
+refreshes testdata/gguf/readback/, which lets `make check` repeat part 2
+without Python (tests/cli/test_gguf.sh): the GGUF files our tools wrote for
+layers.6.weight and the values the package dequantized from them.
 
-    pip install gguf==0.19.0 numpy
+    pip install gguf==0.19.0 numpy==2.4.6
     python3 tests/gguf_readback.py [BUILD_BIN_DIR]
 
 1. testdata/gguf/types.gguf -> .bnt -> GGUF by our tools: the package reads
    every tensor; the plain ones equal numpy's expected values, TQ2_0/TQ1_0
    dequantize (gguf.quants) to exactly q * d from expected/*_q.npy, *_d.npy;
    every metadata field comes back with the same type and value.
-2. A real layer quantized by bitnet-quantize (row scales), written as TQ2_0
+2. Real layers quantized by bitnet-quantize (row scales), written as TQ2_0
    and as TQ1_0: the package's dequantized values equal q * f16(d) computed
    here from our .bnt exported codes (bitnet-convert --dtype i8 of nothing:
    codes are recovered as sign of our f32 dequantization, scales per row).
+   For layers.6.weight the GGUF files go to testdata/gguf/readback/l6_tq2.gguf
+   and l6_tq1.gguf, the package's values to l6_tq2_pkg.npy and l6_tq1_pkg.npy.
 """
+import shutil
 import os
 import subprocess
 import sys
@@ -75,26 +81,32 @@ for t in ours.tensors:
         want = np.load(os.path.join(G, "expected", t.name + ".npy"))
         check("types: %s values" % t.name, np.array_equal(np.asarray(t.data).reshape(want.shape), want))
 
-# 2. a real layer, quantized by us, read by the package
+# 2. real layers, quantized by us, read by the package
 M = os.path.join(TOP, "testdata", "real", "hep-bitnet-mnist-b158.safetensors")
-tool("bitnet-quantize", "--scale", "row", "-t", "layers.2.weight", M, "-o", tmp + "/h.bnt")
-tool("bitnet-convert", "-t", "layers.2.weight", "--dtype", "f32", tmp + "/h.bnt", "-o", tmp + "/h.npy")
-w = np.load(tmp + "/h.npy")  # q * d with our f32 row scales
-q = np.sign(w).astype(np.int8)
-d = np.abs(w).max(axis=1)  # every row holds a nonzero code here
-check("layer: every row has a nonzero weight", bool((d > 0).all()))
-d16 = d.astype(np.float16).astype(np.float32)
-want = q.astype(np.float32) * d16[:, None]
-for dt, name in (("t2", "TQ2_0"), ("t3", "TQ1_0")):
-    out = "%s/h_%s.gguf" % (tmp, dt)
-    tool("bitnet-convert", "-t", "layers.2.weight", "--dtype", dt, tmp + "/h.bnt", "-o", out)
-    r = gguf.GGUFReader(out)
-    t = r.tensors[0]
-    check("layer: %s written as %s" % (dt, name), t.tensor_type.name == name)
-    got = gguf.quants.dequantize(t.data, t.tensor_type).reshape(w.shape)
-    check("layer: %s dequantizes to q * f16(d) exactly" % name, np.array_equal(got, want))
-    rel = np.max(np.abs(d16 - d) / d)
-    print("     %s: largest relative change of a scale by f16 rounding: %.3g" % (name, rel))
+RB = os.path.join(G, "readback")
+os.makedirs(RB, exist_ok=True)
+for layer, keep in (("layers.2.weight", None), ("layers.6.weight", "l6")):
+    tool("bitnet-quantize", "--scale", "row", "-t", layer, M, "-o", tmp + "/h.bnt", "-f")
+    tool("bitnet-convert", "-t", layer, "--dtype", "f32", tmp + "/h.bnt", "-o", tmp + "/h.npy", "-f")
+    w = np.load(tmp + "/h.npy")  # q * d with our f32 row scales
+    q = np.sign(w).astype(np.int8)
+    d = np.abs(w).max(axis=1)  # every row holds a nonzero code here
+    check("%s: every row has a nonzero weight" % layer, bool((d > 0).all()))
+    d16 = d.astype(np.float16).astype(np.float32)
+    want = q.astype(np.float32) * d16[:, None]
+    for dt, name, short in (("t2", "TQ2_0", "tq2"), ("t3", "TQ1_0", "tq1")):
+        out = "%s/h_%s.gguf" % (tmp, dt)
+        tool("bitnet-convert", "-t", layer, "--dtype", dt, tmp + "/h.bnt", "-o", out, "-f")
+        r = gguf.GGUFReader(out)
+        t = r.tensors[0]
+        check("%s: %s written as %s" % (layer, dt, name), t.tensor_type.name == name)
+        got = gguf.quants.dequantize(t.data, t.tensor_type).reshape(w.shape)
+        check("%s: %s dequantizes to q * f16(d) exactly" % (layer, name), np.array_equal(got, want))
+        rel = np.max(np.abs(d16 - d) / d)
+        print("     %s %s: largest relative change of a scale by f16 rounding: %.3g" % (layer, name, rel))
+        if keep:
+            shutil.copyfile(out, os.path.join(RB, "%s_%s.gguf" % (keep, short)))
+            np.save(os.path.join(RB, "%s_%s_pkg.npy" % (keep, short)), got.astype(np.float32))
 
 print("%d failed (gguf %s, numpy %s)" % (failures, "0.19.0", np.__version__))
 sys.exit(1 if failures else 0)

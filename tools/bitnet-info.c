@@ -47,8 +47,9 @@ static void print_meta_value(const char *v)
 }
 
 /* One GGUF tensor as the header describes it: also the ggml types that are
- * not converted here.  Fills info for the mapped dtype; returns its name or
- * the ggml type's. */
+ * not converted here, and codes not known at all (sized by the reader from
+ * the layout).  Fills info for the mapped dtype; returns its name, the ggml
+ * type's, or "?". */
 static const char *gguf_entry(const bitnet_gguf_tensor_desc *d, bitnet_tensor_info *info, uint64_t *raw)
 {
     static const struct { uint32_t type; bitnet_dtype dt; bitnet_scale_kind sk; uint32_t group; } map[] = {
@@ -72,6 +73,7 @@ static const char *gguf_entry(const bitnet_gguf_tensor_desc *d, bitnet_tensor_in
             info->group = map[i].group;
             *raw = raw_bytes(info);
         }
+    if (d->size_from_layout || !bitnet_gguf_type_name(d->type)) return "?";
     return bitnet_gguf_type_name(d->type);
 }
 
@@ -126,9 +128,11 @@ static int info_file(const char *path, int show_meta, json_t *files)
     size_t gi = 0;
     for (;;) {
         const char *type_name = NULL;
+        const bitnet_gguf_tensor_desc *d = NULL;
+        char note[80];
         uint64_t el = 0, raw, stored;
         if (g) { /* from the header: lists every ggml type, loads nothing */
-            const bitnet_gguf_tensor_desc *d = bitnet_gguf_reader_tensor(g, gi++);
+            d = bitnet_gguf_reader_tensor(g, gi++);
             if (!d) {
                 st = BITNET_END;
                 break;
@@ -147,10 +151,14 @@ static int info_file(const char *path, int show_meta, json_t *files)
         const char *scales = scale_text(&t.info, sk, sizeof sk);
         if (jt) {
             json_t *o = json_object(), *dims = json_array();
-            for (uint32_t d = 0; d < t.info.rank; d++) json_array_append_new(dims, json_integer((json_int_t)t.info.dims[d]));
+            for (uint32_t k = 0; k < t.info.rank; k++) json_array_append_new(dims, json_integer((json_int_t)t.info.dims[k]));
             json_object_set_new(o, "name", json_string(t.info.name));
             json_object_set_new(o, "dtype", json_string(type_name));
-            if (g) json_object_set_new(o, "converts_to", raw ? json_string(bitnet_dtype_name(t.info.dtype)) : json_null());
+            if (d) {
+                json_object_set_new(o, "ggml_type", json_integer((json_int_t)d->type));
+                json_object_set_new(o, "converts_to", raw ? json_string(bitnet_dtype_name(t.info.dtype)) : json_null());
+                if (d->size_from_layout) json_object_set_new(o, "size_from_layout", json_true());
+            }
             json_object_set_new(o, "shape", dims);
             json_object_set_new(o, "elements", json_integer((json_int_t)el));
             json_object_set_new(o, "stored_bytes", json_integer((json_int_t)stored));
@@ -160,8 +168,12 @@ static int info_file(const char *path, int show_meta, json_t *files)
             if (t.info.scale_kind == BITNET_SCALE_GROUP) json_object_set_new(o, "group", json_integer(t.info.group));
             json_array_append_new(jt, o);
         } else {
+            if (d && d->size_from_layout)
+                snprintf(note, sizeof note, "(unknown ggml type %" PRIu32 ", size from the layout)", d->type);
+            else
+                snprintf(note, sizeof note, "%s", g && !raw && el ? "(not converted here)" : scales);
             printf("%-32s %-5s %-16s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %7.2f %s\n", t.info.name, type_name, shape,
-                   el, stored, raw, ratio(raw, stored), g && !raw && el ? "(not converted here)" : scales);
+                   el, stored, raw, ratio(raw, stored), note);
         }
         n_t++;
         tot_el += el;

@@ -474,6 +474,13 @@ static bitnet_status join(tool_hf *h, bitnet_tensor *packed, bitnet_tensor *scal
     return st;
 }
 
+/* Whether the partner called name may still come: the header lists it, or
+ * the format lists no tensors up front (.bnt, .npy). */
+static int partner_may_come(bitnet_reader *r, const char *name) { return bitnet_reader_has_tensor(r, name) != 0; }
+
+/* A pair's halves wait in h->held for each other; a tensor whose partner the
+ * header does not list goes out at once, so that memory stays bounded and
+ * the order is kept. */
 bitnet_status tool_hf_next(tool_hf *h, bitnet_reader *r, bitnet_tensor *t)
 {
     bitnet_tensor x;
@@ -503,10 +510,21 @@ bitnet_status tool_hf_next(tool_hf *h, bitnet_reader *r, bitnet_tensor *t)
         size_t nl = strlen(n), sl = strlen(scale_suffix);
         long i = -1;
         if (is_packed(&x)) {
+            char partner[BITNET_MAX_NAME + 8];
             if ((i = find_held(h, n, scale_suffix)) >= 0) {
                 bitnet_tensor sc = h->held[i];
                 unhold(h, i);
                 return join(h, &x, &sc, t);
+            }
+            snprintf(partner, sizeof partner, "%s%s", n, scale_suffix);
+            if (!partner_may_come(r, partner)) {
+                if (h->mode == 2) {
+                    msg_err("tensor '%s': u8 without a '%s' tensor (--hf-bitnet on)", n, partner);
+                    bitnet_tensor_release(&x);
+                    return BITNET_E_NOT_FOUND;
+                }
+                *t = x;
+                return BITNET_OK;
             }
         } else if (nl > sl && !strcmp(n + nl - sl, scale_suffix) && bitnet_dtype_is_float(x.info.dtype)) {
             char base[BITNET_MAX_NAME + 1];
@@ -516,6 +534,10 @@ bitnet_status tool_hf_next(tool_hf *h, bitnet_reader *r, bitnet_tensor *t)
                 bitnet_tensor pk = h->held[i];
                 unhold(h, i);
                 return join(h, &pk, &x, t);
+            }
+            if (!partner_may_come(r, base)) {
+                *t = x;
+                return BITNET_OK;
             }
         } else {
             *t = x;

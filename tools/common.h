@@ -123,7 +123,9 @@ typedef struct {
 /* Reads --hf-bitnet/--hf-scale into h.  Returns an exit status. */
 int tool_hf_init(tool_hf *h, const tool_hf_args *a, int to_float);
 /* bitnet_reader_next with the pairs joined (a pair comes out when its second
- * half is read, lone halves at the end). */
+ * half is read).  A half whose partner the header does not list passes at
+ * once, in order; where the format lists no tensors up front (.bnt, .npy)
+ * halves wait for a partner and lone ones come out at the end. */
 bitnet_status tool_hf_next(tool_hf *h, bitnet_reader *r, bitnet_tensor *t);
 void tool_hf_free(tool_hf *h);
 

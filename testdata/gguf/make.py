@@ -27,7 +27,9 @@ files were made from, never by the code under test:
                  specification; expected/v_f32.npy.
   tiny.gguf order.gguf  small hand-built files (order.gguf lists its tensors
                  in another order than their data offsets).
-  bad/*.gguf     broken files; bad/EXPECTED gives each one's message.
+  bad/*.gguf     broken files, and files of types not converted here
+                 (bitnet.cpp's TL1/TL2: bad/tl1_tl2.gguf, bad/tl2_last.gguf);
+                 bad/EXPECTED gives each one's message.
 """
 import os
 import struct
@@ -199,6 +201,16 @@ i2 = bytearray(64)
 i2[5] = 0xC0
 bad["i2s_code3"] = build(good_kvs, [tinfo("t", (128,), 36, 0)], bytes(i2)), "i2_s code 3"
 bad["unsupported_q4_k"] = build(good_kvs, [tinfo("q", (256,), 12, 0)], b"\0" * 144), "ggml type q4_K is not supported"
+# bitnet.cpp's TL1 (38) and TL2 (39; MXFP4 in ggml): the reader cannot size them and
+# takes the gap to the next tensor (or the end of the file); a 39 that fits MXFP4's
+# 17 bytes per 32 weights is taken as MXFP4.  Listed by bitnet-info, refused by
+# bitnet-convert.  The data bytes are arbitrary (no TL layout is decoded).
+tl_infos = [tinfo("tl1", (256, 4), 38, 0), tinfo("tl2", (256, 4), 39, 160), tinfo("norm", (8,), 0, 256),
+            tinfo("mx", (256, 4), 39, 288)]
+tl_data = bytes(range(160)) + bytes(range(96)) + f32a + bytes(544)
+bad["tl1_tl2"] = build(good_kvs, tl_infos, tl_data), "unknown ggml type 38 (bitnet.cpp's tl1)"
+bad["tl2_last"] = build(good_kvs, [tinfo("tl2", (256, 4), 39, 0)], bytes(range(96))), \
+    "unknown ggml type 39 (bitnet.cpp's tl2"
 
 # ---- empty.gguf: metadata only ---------------------------------------------------------
 w = GGUFWriter("empty.gguf", arch="none")

@@ -3,8 +3,9 @@
 # the broken corpus (testdata/gguf/bad/EXPECTED: each file refused with its
 # message, from a file and from a pipe, nothing left behind), the real
 # stories260K.gguf (byte-identical round trip through .bnt, from a file and
-# through pipes; verify, compare, quantize, matmul, bench --model), and
-# ternary tensors out to GGUF.
+# through pipes; verify, compare, quantize, matmul, bench --model), ternary
+# tensors out to GGUF, I2_S coming back as TQ2_0, and bitnet.cpp's TL1/TL2
+# listed but not converted.
 . "$(dirname "$0")/lib.sh"
 G=$TESTDATA/gguf
 R=$TESTDATA/real/stories260K.gguf
@@ -29,6 +30,23 @@ expect_rc 0 "info: i2_s" bitnet-info "$G/i2s.gguf"
 expect_out '^i2s .* i2_s .*\[4, 256\] .*tensor' "info: i2_s with its tensor scale"
 run sh -c 'cat "$1" | bitnet-info -' sh "$R"
 check "info from a pipe" [ "$rc" -eq 0 ]
+# bitnet.cpp's TL1 (38) and TL2 (39, MXFP4 in ggml): listed, sized from the layout
+expect_rc 0 "info lists bitnet.cpp's TL1 and TL2" bitnet-info "$G/bad/tl1_tl2.gguf"
+expect_out '^tl1  *? *\[4, 256\]  *1024  *160  *0 .*(unknown ggml type 38, size from the layout)$' "info: tl1, 160 bytes up to the next tensor"
+expect_out '^tl2  *? *\[4, 256\]  *1024  *96  *0 .*(unknown ggml type 39, size from the layout)$' "info: a 39 that is not mxfp4-sized"
+expect_out '^norm  *f32 .* 32  *32 ' "info: the tensor after them"
+expect_out '^mx  *mxfp4 *\[4, 256\]  *1024  *544 ' "info: a 39 laid out as mxfp4 is mxfp4"
+expect_rc 0 "info --json" bitnet-info --json "$G/bad/tl1_tl2.gguf"
+check "--json: ggml_type and size_from_layout" sh -c 'tr -d " \n" <"$1" | grep -q "\"name\":\"tl1\",\"dtype\":\"?\",\"ggml_type\":38,\"converts_to\":null,\"size_from_layout\":true"' sh "$T/out"
+expect_rc 0 "info: a TL2 tensor last in the file" bitnet-info "$G/bad/tl2_last.gguf"
+expect_out '^tl2  *? .* 96  *0 .*(unknown ggml type 39, size from the layout)$' "info: sized up to the end of the file"
+expect_rc 1 "convert refuses TL1 and names the code" bitnet-convert "$G/bad/tl1_tl2.gguf" -o "$T/tl.bnt"
+expect_err "tensor 'tl1': unknown ggml type 38 (bitnet.cpp's tl1) is not converted" "the message names the code"
+run sh -c 'cat "$1" | bitnet-convert - -o "$2"' sh "$G/bad/tl2_last.gguf" "$T/tl.bnt"
+check "a last 39 from a pipe (taken as mxfp4) is refused" [ "$rc" -eq 1 ]
+expect_err "ggml type mxfp4 is not supported here (code 39, also bitnet.cpp's tl2" "the pipe message names both meanings"
+expect_rc 0 "verify checks the layout and the tensors it can read" bitnet-verify "$G/bad/tl1_tl2.gguf"
+expect_out 'OK (gguf, 1 tensor)' "verify: the f32 tensor read, the others skipped"
 
 # ---- the broken corpus ----------------------------------------------------------
 while IFS="$tab" read -r file detail; do
@@ -42,6 +60,9 @@ while IFS="$tab" read -r file detail; do
 done <"$G/bad/EXPECTED"
 expect_rc 1 "verify fails on bad codes" bitnet-verify "$G/bad/tq2_code3.gguf"
 expect_rc 0 "verify passes a file with a type it only checks the layout of" bitnet-verify "$G/bad/unsupported_q4_k.gguf"
+run sh -c 'head -c 200 "$1" | bitnet-verify -' sh "$G/bad/unsupported_q4_k.gguf"
+check "from a pipe, the data of a skipped type cut short are found" [ "$rc" -eq 1 ]
+expect_out 'input ends at file byte 200, inside the tensor data' "the report says where"
 
 # ---- the real file ----------------------------------------------------------------
 expect_rc 0 "stories260K.gguf -> .bnt" bitnet-convert "$R" -o "$T/s.bnt"
@@ -80,6 +101,31 @@ expect_rc 0 "codes survive TQ2_0 (scales within f16 rounding)" bitnet-verify --c
 expect_rc 0 "TQ1_0 and TQ2_0 hold the same weights" bitnet-verify --compare "$T/h.gguf:layers.2.weight" "$T/h1.gguf:layers.2.weight" --max-abs 0
 expect_rc 0 "back to .bnt" bitnet-convert "$T/h.gguf" -o "$T/h2.bnt"
 expect_rc 0 "and to GGUF again: byte-identical" sh -c 'bitnet-convert "$1" -o "$2" && cmp "$2" "$3"' sh "$T/h2.bnt" "$T/h3.gguf" "$T/h.gguf"
+
+# ---- what the gguf Python package read from our GGUF (tests/gguf_readback.py) -------
+# testdata/gguf/readback: the GGUF files our tools wrote for layers.6.weight and the
+# values the package dequantized from them.  Today's tools must write the same
+# bytes, and our reader must dequantize them to the package's values exactly.
+RB=$G/readback
+expect_rc 0 "quantize layers.6.weight (row scales)" bitnet-quantize --scale row -t layers.6.weight "$M" -o "$T/l6.bnt"
+for x in "t2 tq2" "t3 tq1"; do
+    dt=${x% *} ty=${x#* }
+    expect_rc 0 "layers.6.weight as $dt -> GGUF" bitnet-convert -t layers.6.weight --dtype "$dt" "$T/l6.bnt" -o "$T/l6_$ty.gguf"
+    check "$ty: byte-identical to the file the package read" cmp -s "$T/l6_$ty.gguf" "$RB/l6_${ty}.gguf"
+    expect_rc 0 "$ty: our reader gives the package's values exactly" bitnet-verify --compare --max-abs 0 "$RB/l6_${ty}.gguf:layers.6.weight" "$RB/l6_${ty}_pkg.npy"
+done
+expect_rc 1 "the comparison can fail: the package's values are not the f32 layer" bitnet-verify --compare --max-abs 0 "$RB/l6_tq1_pkg.npy" "$M:layers.6.weight"
+
+# ---- I2_S -> .bnt -> GGUF comes back as TQ2_0 (bitnet-convert(1), GGUF) ---------------
+expect_rc 0 "i2s.gguf -> .bnt" bitnet-convert "$G/i2s.gguf" -o "$T/i2.bnt"
+expect_rc 0 "-> .gguf" bitnet-convert "$T/i2.bnt" -o "$T/i2.gguf"
+expect_rc 0 "list it" bitnet-info "$T/i2.gguf"
+expect_out '^i2s  *tq2_0 *\[4, 256\]  *1024  *264 .*group:256$' "I2_S comes back as TQ2_0, one f16 scale per block"
+# the tensor scale 0.7431 rounded to f16 moves each weight by at most 0.7431 * 2^-11 < 0.00037
+# (a changed code would move one by 0.74 or more)
+expect_rc 0 "the weights within the f16 rounding of the scale" bitnet-verify --compare --max-abs 0.00037 "$G/i2s.gguf" "$T/i2.gguf"
+expect_rc 1 "but not exactly: the scale was rounded" bitnet-verify --compare --max-abs 0 "$G/i2s.gguf" "$T/i2.gguf"
+expect_rc 0 "from there the round trip is byte-identical" sh -c 'bitnet-convert "$1" -o "$2" && bitnet-convert "$2" -o "$3" && cmp "$1" "$3"' sh "$T/i2.gguf" "$T/i2b.bnt" "$T/i2b.gguf"
 
 # ---- share/convert.mk: %.bnt: %.gguf and %.gguf: %.bnt --------------------------------
 top=$(cd "$(dirname "$0")/../.." && pwd)

@@ -1,7 +1,8 @@
 #!/bin/sh
 # test_hf_bitnet.sh - the Hugging Face BitNet layout (u8 [out/4, in] + NAME_scale)
 # read by bitnet-convert and bitnet-quantize; expected values written by numpy
-# (tests/make_hf_bitnet.py) after the transformers unpacking rule.
+# (tests/make_hf_bitnet.py) after the transformers unpacking rule; a lone 2-D
+# u8 tensor passes at once and in order.
 . "$(dirname "$0")/lib.sh"
 H=$TESTDATA/hf
 F=$H/bitnet-tiny.safetensors
@@ -34,3 +35,29 @@ expect_rc 0 "bitnet-quantize takes the checkpoint as it is" bitnet-quantize "$F"
 expect_rc 0 "list" bitnet-info "$T/q.bnt"
 expect_out '^layers.0.proj.weight .* t2 .*\[16, 40\] .*tensor' "quantize keeps the checkpoint's codes and scale"
 expect_rc 0 "and the same weights" bitnet-verify --compare "$T/q.bnt:layers.0.proj.weight" "$T/h.bnt:layers.0.proj.weight"
+
+# ---- a lone 2-D u8 tensor passes at once, in its place ----------------------------
+# safetensors written here: lone.weight (u8 [2, 3], no lone.weight_scale), mid
+# (f32), then the pair p.weight (u8 [1, 4]) + p.weight_scale.  The reader knows
+# from the header that lone.weight has no partner: it must not wait for one.
+h='{"lone.weight":{"dtype":"U8","shape":[2,3],"data_offsets":[0,6]},"mid":{"dtype":"F32","shape":[2],"data_offsets":[6,14]},"p.weight":{"dtype":"U8","shape":[1,4],"data_offsets":[14,18]},"p.weight_scale":{"dtype":"F32","shape":[1],"data_offsets":[18,22]}}'
+while [ $(( ${#h} % 8 )) -ne 0 ]; do h="$h "; done
+{
+    printf "\\$(printf %o $((${#h} % 256)))\\$(printf %o $((${#h} / 256)))\\000\\000\\000\\000\\000\\000"
+    printf '%s' "$h"
+    printf '\001\002\003\004\005\006'              # lone.weight: any bytes (a code 3 too)
+    printf '\000\000\200\077\000\000\000\100'      # mid: 1.0, 2.0
+    printf '\044\030\201\102'                      # p.weight: codes 0, 1, 2 only
+    printf '\000\000\000\077'                      # p.weight_scale: 0.5
+} >"$T/lone.safetensors"
+expect_rc 0 "a lone 2-D u8 next to a pair" bitnet-convert "$T/lone.safetensors" -o "$T/lone.bnt"
+expect_rc 0 "list" bitnet-info "$T/lone.bnt"
+order() { sed -n '3,$p' "$T/out" | grep -v ' tensors, ' | awk '{ printf "%s:%s ", $1, $2 }'; }
+check "the tensors keep their order: lone.weight, mid, p.weight" [ "$(order)" = "lone.weight:u8 mid:f32 p.weight:t2 " ]
+expect_rc 0 "the lone u8 is unchanged" bitnet-verify --compare --max-abs 0 "$T/lone.bnt:lone.weight" "$T/lone.safetensors:lone.weight"
+run sh -c 'cat "$1" | bitnet-convert - -o - -f | bitnet-info -' sh "$T/lone.safetensors"
+check "the same from a pipe" [ "$rc" -eq 0 ]
+check "from a pipe: the same order" [ "$(order)" = "lone.weight:u8 mid:f32 p.weight:t2 " ]
+expect_rc 1 "--hf-bitnet on refuses the lone u8" bitnet-convert --hf-bitnet on "$T/lone.safetensors" -o "$T/on.bnt"
+expect_err "tensor 'lone.weight': u8 without a 'lone.weight_scale' tensor" "the message names the missing scale"
+check "nothing written" [ ! -e "$T/on.bnt" ]

@@ -3,7 +3,8 @@
  * every plain type, TQ2_0/TQ1_0 codes and block scales, I2_S, versions 1
  * and 2, info order on files and offset order on pipes, GGUF -> .bnt -> GGUF
  * byte for byte (metadata of every type included), the metadata text codec,
- * the writer's refusals and the f16 scale rounding it reports. */
+ * the writer's refusals and the f16 scale rounding it reports, and that
+ * duplicate names are found in n log n time (200k keys and tensors). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "bitnet.h"
 
@@ -453,6 +455,124 @@ static void test_tq1_codes_random(void **state)
     }
 }
 
+/* ---- many names: duplicates are found without comparing every pair ---------------- */
+
+#define MANY 200000
+#define MANY_SECONDS 10.0 /* a pairwise scan takes minutes here; n log n well under a second */
+
+static double seconds(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void put_u32(FILE *f, uint32_t v)
+{
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    assert_int_equal(fwrite(b, 1, 4, f), 4);
+}
+
+static void put_u64(FILE *f, uint64_t v)
+{
+    put_u32(f, (uint32_t)v);
+    put_u32(f, (uint32_t)(v >> 32));
+}
+
+/* A GGUF v3 header with MANY u8 keys "key.NNNNNN" and no tensor; key number
+ * dup (if < MANY) repeats key 7. */
+static FILE *many_keys_file(size_t dup)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    assert_int_equal(fwrite("GGUF", 1, 4, f), 4);
+    put_u32(f, 3);
+    put_u64(f, 0);
+    put_u64(f, MANY);
+    for (size_t i = 0; i < MANY; i++) {
+        char key[32];
+        int n = snprintf(key, sizeof key, "key.%06zu", i == dup ? (size_t)7 : i);
+        put_u64(f, (uint64_t)n);
+        assert_int_equal(fwrite(key, 1, (size_t)n, f), (size_t)n);
+        put_u32(f, 0); /* u8 */
+        assert_int_equal(fputc((int)(i & 0xff), f), (int)(i & 0xff));
+    }
+    long pad = (32 - ftell(f) % 32) % 32;
+    for (long i = 0; i < pad; i++) fputc(0, f);
+    rewind(f);
+    return f;
+}
+
+static void test_many_keys_read(void **state)
+{
+    (void)state;
+    FILE *f = many_keys_file(MANY);
+    bitnet_gguf_reader *g = NULL;
+    double t0 = seconds();
+    assert_int_equal(bitnet_gguf_reader_create(&g, f, NULL, 0), BITNET_OK);
+    double dt = seconds() - t0;
+    if (dt > MANY_SECONDS) fail_msg("%d keys took %.1f s to read", MANY, dt);
+    assert_int_equal(bitnet_gguf_reader_meta_count(g), MANY);
+    assert_string_equal(bitnet_gguf_reader_meta_key(g, MANY - 1), "key.199999");
+    bitnet_gguf_reader_free(g);
+    fclose(f);
+
+    f = many_keys_file(150000); /* key.000007 again, far from the first */
+    t0 = seconds();
+    assert_int_equal(bitnet_gguf_reader_create(&g, f, NULL, 0), BITNET_E_FORMAT);
+    dt = seconds() - t0;
+    if (dt > MANY_SECONDS) fail_msg("%d keys with a duplicate took %.1f s to refuse", MANY, dt);
+    assert_null(g);
+    if (!strstr(bitnet_error_detail(), "key 'key.000007'") || !strstr(bitnet_error_detail(), "appears twice"))
+        fail_msg("the message does not name the key: %s", bitnet_error_detail());
+    fclose(f);
+}
+
+static void test_many_names_write(void **state)
+{
+    (void)state;
+    FILE *out = tmpfile();
+    bitnet_writer *w = NULL;
+    char key[40];
+    float one = 1.0f;
+    bitnet_tensor t;
+    memset(&t, 0, sizeof t);
+    t.info.dtype = BITNET_F32;
+    t.info.rank = 1;
+    t.info.dims[0] = 1;
+    t.data = &one;
+    assert_int_equal(bitnet_writer_create(&w, out, BITNET_FMT_GGUF, NULL), BITNET_OK);
+    double t0 = seconds();
+    for (size_t i = 0; i < MANY; i++) {
+        snprintf(key, sizeof key, "gguf:key.%06zu", i);
+        assert_int_equal(bitnet_writer_meta(w, key, "u8:1"), BITNET_OK);
+        snprintf(t.info.name, sizeof t.info.name, "t.%06zu", i);
+        assert_int_equal(bitnet_writer_put(w, &t), BITNET_OK);
+    }
+    double dt = seconds() - t0;
+    if (dt > MANY_SECONDS) fail_msg("%d keys and tensors took %.1f s to write", MANY, dt);
+    assert_int_equal(bitnet_writer_meta(w, "gguf:key.000007", "u8:2"), BITNET_E_INVALID);
+    assert_non_null(strstr(bitnet_error_detail(), "'key.000007' given twice"));
+    snprintf(t.info.name, sizeof t.info.name, "t.000007");
+    assert_int_equal(bitnet_writer_put(w, &t), BITNET_E_INVALID);
+    assert_non_null(strstr(bitnet_error_detail(), "tensor 't.000007' given twice"));
+    assert_int_equal(bitnet_writer_finish(w), BITNET_OK);
+    bitnet_writer_free(w);
+
+    /* and read back: every key and tensor, the refused ones not there */
+    rewind(out);
+    bitnet_gguf_reader *g = NULL;
+    t0 = seconds();
+    assert_int_equal(bitnet_gguf_reader_create(&g, out, NULL, 0), BITNET_OK);
+    dt = seconds() - t0;
+    if (dt > MANY_SECONDS) fail_msg("%d keys and tensors took %.1f s to read", MANY, dt);
+    assert_int_equal(bitnet_gguf_reader_meta_count(g), MANY);
+    assert_int_equal(bitnet_gguf_reader_tensor_count(g), MANY);
+    assert_string_equal(bitnet_gguf_reader_tensor(g, MANY - 1)->name, "t.199999");
+    bitnet_gguf_reader_free(g);
+    fclose(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +586,8 @@ int main(void)
         cmocka_unit_test(test_meta_text),
         cmocka_unit_test(test_writer_refusals_and_scale_error),
         cmocka_unit_test(test_tq1_codes_random),
+        cmocka_unit_test(test_many_keys_read),
+        cmocka_unit_test(test_many_names_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

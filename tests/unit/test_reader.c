@@ -1,6 +1,7 @@
 /* test_reader.c - the generic reader/writer and format detection; the good
  * and broken corpora of testdata/npy and testdata/safetensors against their
- * EXPECTED files; the real trained weights of testdata/real. */
+ * EXPECTED files; the real trained weights of testdata/real; which tensors
+ * a header lists (has_tensor). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -366,12 +367,41 @@ static void test_writer_npy_and_refusals(void **state)
     fclose(f);
 }
 
+/* has_tensor: what the header lists (safetensors, GGUF), "not known" else. */
+static void test_has_tensor(void **state)
+{
+    (void)state;
+    static const struct { const char *file, *yes, *no; int known; } cases[] = {
+        {"hf/bitnet-tiny.safetensors", "layers.0.proj.weight_scale", "token_ids_scale", 1},
+        {"gguf/tiny.gguf", "b", "c", 1},
+        {"npy/good_f32_v1.npy", "x", "y", 0},
+    };
+    char path[4096];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", testdata(), cases[i].file);
+        FILE *f = fopen(path, "rb");
+        bitnet_reader *r = NULL;
+        assert_non_null(f);
+        assert_int_equal(bitnet_reader_create(&r, f, BITNET_FMT_AUTO), BITNET_OK);
+        assert_int_equal(bitnet_reader_has_tensor(r, cases[i].yes), cases[i].known ? 1 : -1);
+        assert_int_equal(bitnet_reader_has_tensor(r, cases[i].no), cases[i].known ? 0 : -1);
+        bitnet_tensor t;
+        assert_int_equal(bitnet_reader_next(r, &t), BITNET_OK); /* reading does not change the answer */
+        bitnet_tensor_release(&t);
+        assert_int_equal(bitnet_reader_has_tensor(r, cases[i].yes), cases[i].known ? 1 : -1);
+        bitnet_reader_free(r);
+        fclose(f);
+    }
+    assert_int_equal(bitnet_reader_has_tensor(NULL, "x"), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_detect),           cmocka_unit_test(test_npy_corpus),
         cmocka_unit_test(test_safetensors_corpus), cmocka_unit_test(test_real_files),
         cmocka_unit_test(test_writer_round_trip), cmocka_unit_test(test_writer_npy_and_refusals),
+        cmocka_unit_test(test_has_tensor),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,9 +12,10 @@
  * Kernels: bl_gemv (portable, few tokens: LX work-items share a row, RY rows
  * per work-group, uint4 loads, reduction in local memory), bl_gemm (many
  * tokens: TS x TS tiles of rows x tokens through local memory), bl_group
- * (group scales: one work-item per row, groups summed in order), and
- * bl_gemv_nv (NVIDIA only: dp4a and warp shuffles in inline PTX), and
- * bl_gemm_mma (NVIDIA, 8 tokens and more: INT8 tensor cores, mma.sync).
+ * (group scales: one work-item per row, groups summed in order); on NVIDIA
+ * only (inline PTX), bl_gemv_nv1, bl_gemv_nv3 and bl_gemv_nv4 (dp4a and warp
+ * shuffles, fewer than 8 tokens) and bl_gemm_mma (8 tokens and more: INT8
+ * tensor cores, mma.sync).
  */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -436,8 +437,35 @@ MMA_UNROLL
 #endif /* __NV_CL_C_VERSION || MMA_EMULATE */
 
 #if defined(__NV_CL_C_VERSION) || defined(NV_EMULATE)
-/* NVIDIA: one warp (32 work-items) per row, RY rows per work-group; four
- * consecutive bytes at shift k are four consecutive weights, turned into
+/* NVIDIA: the dp4a family, one warp (32 work-items) on a row at a time:
+ *   bl_gemv_nv4  one token: 16-byte half blocks, 512 bytes per warp load
+ *   bl_gemv_nv3  2 to 7 tokens (and more where bl_gemm_mma is off):
+ *                activations staged in local memory, one AND per code word
+ *   bl_gemv_nv1  the fallback of both when one token's activations do not
+ *                fit local memory: activations from global memory
+ * Tunables (-D, from the host; the host reads the same names, with the same
+ * defaults, for the launch geometry: lib/opencl/bitlinear.c): */
+#ifndef NV_WARPS
+#define NV_WARPS 4 /* warps per work-group */
+#endif
+#ifndef NV_ROWS
+#define NV_ROWS 2 /* nv1, nv3: rows per warp, computed together (loads of all in flight) */
+#endif
+#ifndef NV_UNROLL
+#define NV_UNROLL 2 /* nv1, nv3: blocks per lane per row loaded before computing */
+#endif
+#ifndef NV_TT
+#define NV_TT 4 /* most tokens per pass over the weights */
+#endif
+#ifndef NV_U
+#define NV_U 4 /* nv4: half blocks per lane in flight */
+#endif
+/* and two the host alone reads: NV_LMEM, the most bytes of local memory the
+ * staged activations take (default: the device's less 1 KiB), and NV_RW,
+ * nv4's rows per warp (default from the shape); the kernels get the tokens
+ * per pass and the rows per warp that follow as arguments. */
+
+/* Four consecutive bytes at shift k are four consecutive weights, turned into
  * signed bytes without borrows ((c | 0x80) - 1) ^ 0x80, one dp4a each.
  * NV_EMULATE (tests on other devices): dp4a in plain C and the warp sum
  * through local memory with barriers, so every call of BL_WSUM must be
@@ -495,19 +523,16 @@ inline int bl_dp4a_us(uint a, int b, int c)
 #define BL_WSCRATCH(warps)
 #define BL_WSUM(v) bl_warp_sum(v)
 #endif
-/* Test hook (-DNV_TEST_Vn=1): variant n starts its integer sums there, so a
+/* Test hook (-DNV_TEST_Vn=m): variant n starts its integer sums at m, so a
  * test can tell which variant ran. */
-#ifndef NV_TEST_V0
-#define NV_TEST_V0 0
-#endif
 #ifndef NV_TEST_V1
 #define NV_TEST_V1 0
 #endif
-#ifndef NV_TEST_V2
-#define NV_TEST_V2 0
-#endif
 #ifndef NV_TEST_V3
 #define NV_TEST_V3 0
+#endif
+#ifndef NV_TEST_V4
+#define NV_TEST_V4 0
 #endif
 /* Four signed codes of one word at shift k, as bytes -1..1. */
 inline int bl_q4(uint cw, int k)
@@ -515,70 +540,6 @@ inline int bl_q4(uint cw, int k)
     const uint c = (cw >> (2 * k)) & 0x03030303u;
     return (int)(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u);
 }
-
-/* Half a block (16 bytes of codes = 64 weights) against one token: the 16
- * activations that meet shift k are one int4 load. */
-inline int bl_half_dot(uint4 wv, __global const int4 *xb, int acc)
-{
-    for (int k = 0; k < 4; k++) {
-        const int4 xv = xb[2 * k];
-        acc = bl_dp4a(bl_q4(wv.x, k), xv.x, acc);
-        acc = bl_dp4a(bl_q4(wv.y, k), xv.y, acc);
-        acc = bl_dp4a(bl_q4(wv.z, k), xv.z, acc);
-        acc = bl_dp4a(bl_q4(wv.w, k), xv.w, acc);
-    }
-    return acc;
-}
-
-/* Variant 0 (BITNET_GEMV_NV=0): one warp per row; GEMV_TT tokens per pass
- * over the row, so the weights are read once per GEMV_TT tokens. */
-__kernel __attribute__((reqd_work_group_size(32, GEMV_RY, 1)))
-void bl_gemv_nv(__global const uint4 *w, __global const char *x, __global const float *xs, __global const float *d,
-                const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
-                const bn_size out, const bn_size tokens, const bn_size nhalf, const bn_size xstride, const long perturb)
-{
-    BL_WSCRATCH(GEMV_RY);
-    const int lane = get_local_id(0);
-    const bn_size o = get_global_id(1);
-    __global const uint4 *wr = w + o * nhalf;
-    for (bn_size t0 = 0; t0 < tokens; t0 += GEMV_TT) {
-        int acc[GEMV_TT];
-        for (int i = 0; i < GEMV_TT; i++) acc[i] = NV_TEST_V0;
-        if (o < out) {
-            for (bn_size h = lane; h < nhalf; h += 32) {
-                const uint4 wv = wr[h];
-                const bn_size off = (h >> 1) * 128 + (h & 1) * 16;
-                for (int i = 0; i < GEMV_TT; i++)
-                    if (t0 + i < tokens)
-                        acc[i] = bl_half_dot(wv, (__global const int4 *)(x + (t0 + i) * xstride + off), acc[i]);
-            }
-        }
-        for (int i = 0; i < GEMV_TT; i++) {
-            const int a = BL_WSUM(acc[i]);
-            if (lane == 0 && o < out && t0 + i < tokens) {
-                const float v = bl_scale(a, per_row ? d[o] : d[0], xs[t0 + i]);
-                bl_store(y, (t0 + i) * out + o, v, bias, has_bias, o, act, perturb);
-            }
-        }
-    }
-}
-
-/* ---- variants 1, 2 and 3, built only when the host asks for one of them
- * (-DNV_VARIANTS), so that the default build stays as it was; tunables
- * from BITNET_GEMV_OPTS ---- */
-#ifdef NV_VARIANTS
-#ifndef NV_WARPS
-#define NV_WARPS 4 /* warps per work-group */
-#endif
-#ifndef NV_ROWS
-#define NV_ROWS 2 /* rows per warp, computed together (loads of all in flight) */
-#endif
-#ifndef NV_UNROLL
-#define NV_UNROLL 2 /* blocks per lane per row loaded before computing */
-#endif
-#ifndef NV_TT
-#define NV_TT 4 /* most tokens per pass over the weights */
-#endif
 
 /* The 32 signed code words of one block (32 bytes = 128 weights: w0 bytes
  * 0..15, w1 bytes 16..31): q[8k + j] holds the four weights of word j
@@ -615,7 +576,7 @@ inline int bl_block_dot(const int *q, const int4 *xv, int acc)
     return acc;
 }
 
-/* The shared body of variants 1 and 2.  Warp `wid` of work-group g owns rows
+/* The shared body of variants 1 and 3.  Warp `wid` of work-group g owns rows
  * r0 .. r0+NV_ROWS-1; lane handles blocks b = lane + 32 i.  Per step it loads
  * NV_UNROLL blocks of each of its NV_ROWS rows (2 NV_ROWS NV_UNROLL uint4 in
  * flight), then decodes each block once and runs it against the nt tokens
@@ -680,14 +641,14 @@ void bl_gemv_nv1(__global const uint4 *w, __global const int4 *xg, __global cons
     }
 }
 
-/* Variant 2: the activations of tt tokens (tt <= NV_TT, tt * xstride bytes
- * of local memory, set by the host) staged in local memory once per
+/* Variants 3 and 4 stage the activations of tt tokens (tt <= NV_TT, set by
+ * the host from the local memory it gives them) in local memory once per
  * work-group and pass, transposed to xl[token][c][block] (c = 16-byte chunk
  * of the block) so that the 32 lanes of a warp, reading chunk c of 32
  * consecutive blocks, read 512 consecutive bytes. */
 #define BL_XL(i, b, c) xl[(uint)(i) * 8 * nbp + (uint)(c) * nbp + (uint)(b)]
-/* Staging of nt tokens from t0 (32-bit indices: the local copy is small).
- * Rows of the transposed copy are nbp = nblocks | 1 int4 apart, an odd
+/* Variant 3's staging of nt tokens from t0 (32-bit indices: the local copy
+ * is small).  Rows of the transposed copy are nbp = nblocks | 1 int4 apart, an odd
  * number, so that the eight chunks of one block written at once go to
  * eight different 16-byte bank groups.  The host sizes xl as tt * 8 * nbp
  * int4 (tt * 128 * (nblocks | 1) bytes). */
@@ -695,30 +656,12 @@ void bl_gemv_nv1(__global const uint4 *w, __global const int4 *xg, __global cons
     for (int i = 0; i < nt; i++)                                                                              \
         for (uint c = (uint)lid; c < (uint)nx; c += 32 * NV_WARPS)                                            \
             xl[(uint)i * 8 * nbp + (c & 7) * nbp + (c >> 3)] = xg[(t0 + (bn_size)i) * nx + c]
-__kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
-void bl_gemv_nv2(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
-                 const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
-                 const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
-                 const long perturb, __local int4 *xl, const int tt)
-{
-    BL_WSCRATCH(NV_WARPS);
-    const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
-    const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * NV_ROWS, nx = xstride / 16;
-    const uint nbp = (uint)nblocks | 1u;
-    for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
-        const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl */
-        BL_STAGE();
-        barrier(CLK_LOCAL_MEM_FENCE);
-        BL_NV_BODY(BL_XL, NV_TEST_V2, bl_block_q, bl_block_dot, BL_NOCORR)
-    }
-}
-/* Variant 3: as 2, with the codes left unsigned and unshifted: word & (3 <<
- * 2k) holds code * 4^k per byte (<= 192), so one AND decodes four weights,
- * dp4a.u32.s32 sums code * x, the four shifts of a block are summed apart
- * and divided back exactly (each sum is a multiple of 4^k), and the host's
- * per-token sum of the activations is taken off once: sum (code - 1) x =
- * sum code x - sum x (padding columns have x = 0). */
+/* Variant 3: activations staged (BL_STAGE), the codes left unsigned and
+ * unshifted: word & (3 << 2k) holds code * 4^k per byte (<= 192), so one AND
+ * decodes four weights, dp4a.u32.s32 sums code * x, the four shifts of a
+ * block are summed apart and divided back exactly (each sum is a multiple of
+ * 4^k), and the host's per-token sum of the activations is taken off once:
+ * sum (code - 1) x = sum code x - sum x (padding columns have x = 0). */
 inline void bl_block_qu(uint4 w0, uint4 w1, int *q)
 {
     for (int k = 0; k < 4; k++) {
@@ -778,12 +721,6 @@ void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global cons
  * so that the 8 lanes of each quarter warp read 8 different bank groups.
  * Codes decoded as in variant 3 (one AND per word, the four shifts summed
  * apart and divided back per half block, the activation sum taken off). */
-#ifndef NV_U
-#define NV_U 4
-#endif
-#ifndef NV_TEST_V4
-#define NV_TEST_V4 0
-#endif
 /* sum code * x over one half block (64 weights): xk holds the 16
  * activations that meet the codes at shift k */
 inline int bl_half_dotu(uint4 wv, int4 x0, int4 x1, int4 x2, int4 x3)
@@ -856,5 +793,4 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
         }
     }
 }
-#endif /* NV_VARIANTS */
 #endif /* __NV_CL_C_VERSION || NV_EMULATE */

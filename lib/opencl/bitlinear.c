@@ -14,28 +14,28 @@
  * BITNET_OCL_PORTABLE=1; otherwise bl_gemm (tiled) above
  * GEMM_MIN_TOKENS tokens, else bl_gemv.
  *
- * NV variants (for sweeps; read at every call):
- *   BITNET_GEMV_NV=0  bl_gemv_nv: one warp per row, 16-byte loads,
- *                     activations from global memory, GEMV_TT tokens a pass.
- *   BITNET_GEMV_NV=1  bl_gemv_nv1: NV_WARPS warps per work-group, NV_ROWS rows
- *                     per warp computed together, NV_UNROLL 32-byte blocks per
- *                     lane and row loaded before use, NV_TT tokens a pass,
- *                     activations from global memory (int4 x8 per block).
- *   BITNET_GEMV_NV=2  bl_gemv_nv2: as 1, but the activations of up to NV_TT
- *                     tokens are staged (transposed) in local memory once per
- *                     work-group and pass; when one token's row does not fit
- *                     (NV_LMEM bytes, default and cap: the device's local
- *                     memory less 1 KiB) it falls back to variant 1.
- *   BITNET_GEMV_NV=3  bl_gemv_nv3 (the default for 2 to 7 tokens): as 2, with codes decoded by one AND per word
+ * NV variants (the default: 4 for one token, 3 for more; read at every call):
+ *   bl_gemv_nv1       NV_WARPS warps per work-group, NV_ROWS rows per warp
+ *                     computed together, NV_UNROLL 32-byte blocks per lane and
+ *                     row loaded before use, NV_TT tokens a pass, activations
+ *                     from global memory (int4 x8 per block): the fallback of
+ *                     3 and 4 when one token's activations do not fit (NV_LMEM
+ *                     bytes, default and cap: the device's local memory less
+ *                     1 KiB).
+ *   bl_gemv_nv3       as 1, but the activations of up to NV_TT tokens are
+ *                     staged (transposed) in local memory once per work-group
+ *                     and pass, and the codes decoded by one AND per word
  *                     (unsigned, unshifted: dp4a.u32.s32, the four shifts of a
- *                     block summed apart) and the per-token activation sums
- *                     (made here) taken off; falls back to variant 1 as 2 does.
- *   BITNET_GEMV_NV=4  bl_gemv_nv4 (the default for one token): lanes take consecutive 16-byte half blocks
- *                     (512-byte loads per warp), NV_U of them per lane in
- *                     flight, NV_RW rows per warp (default: enough to leave
- *                     at most 4 work-groups per compute unit, at most 16),
- *                     activations staged once per work-group (swizzled);
- *                     decoding as 3; falls back to variant 1 as 2 does.
+ *                     block summed apart) with the per-token activation sums
+ *                     (made here) taken off.
+ *   bl_gemv_nv4       lanes take consecutive 16-byte half blocks (512-byte
+ *                     loads per warp), NV_U of them per lane in flight, NV_RW
+ *                     rows per warp (default: enough to leave at most 4
+ *                     work-groups per compute unit, at most 16), activations
+ *                     staged once per work-group (swizzled); decoding as 3.
+ *   BITNET_GEMV_NV=1|3|4 (sweeps) takes that variant for every token count
+ *                     (3 and 4 still fall back to 1), with the kernel's
+ *                     defaults for the tunables BITNET_GEMV_OPTS leaves out.
  *   BITNET_GEMV_OPTS="-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=8
  *                     -DNV_LMEM=32768" is appended to the build options
  *                     (the kernel defaults: 4, 2, 2, 4); the host reads the
@@ -103,14 +103,20 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const int emulate = bn_ocl_env_on("BITNET_GEMV_NV_EMULATE");
     const char *eopts = getenv("BITNET_GEMV_OPTS");
     const char *ev = getenv("BITNET_GEMV_NV");
+    if (ev && !*ev) ev = NULL;
     /* Default: variant 3, chosen by the sweep on an H200 (tests/device/
      * gemv-sweep.sh, 2026-11-22): 16384x16384 in 45.8 us against 50.0 us for
-     * variant 0 at 1 token, 177 against 286 us at 8, 1.28 against 2.37 ms at
-     * 64; from 8 tokens on, 8 warps of one row with 4 blocks in flight won. */
+     * the former variant 0 (one warp per row, since removed) at 1 token, 177
+     * against 286 us at 8, 1.28 against 2.37 ms at 64; from 8 tokens on, 8
+     * warps of one row with 4 blocks in flight won. */
     /* One token: variant 4 with 8 warps and 4 loads in flight per lane (H100,
      * 2026-11-22, kept weights: 16384x16384 in 32.3 us against 34.0 us for
      * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6). */
-    const int nvv = !ev ? (T == 1 ? 4 : 3) : ev[0] >= '1' && ev[0] <= '4' && ev[1] == '\0' ? ev[0] - '0' : 0;
+    const int nvv = !ev ? (T == 1 ? 4 : 3) : (ev[0] == '1' || ev[0] == '3' || ev[0] == '4') && ev[1] == '\0' ? ev[0] - '0' : 0;
+    if (!nvv) {
+        st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_NV=%s: 1, 3 or 4", ev);
+        goto out;
+    }
     if (!eopts) eopts = ev ? "" : T >= 8 ? "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4" : T == 1 ? "-DNV_WARPS=8 -DNV_U=4" : "";
     const long nv_warps = opt_value(eopts, "NV_WARPS", 4), nv_rows = opt_value(eopts, "NV_ROWS", 2),
                nv_tt = opt_value(eopts, "NV_TT", 4);
@@ -123,25 +129,22 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     uint64_t tt_fit = nv_lmem / lrow;
     if (tt_fit > (uint64_t)nv_tt) tt_fit = (uint64_t)nv_tt;
     if (tt_fit > T) tt_fit = T;
-    const cl_int nv_tt_run = (cl_int)tt_fit; /* variant 2: tokens staged per pass */
+    const cl_int nv_tt_run = (cl_int)tt_fit; /* variants 3 and 4: tokens staged per pass */
     const int mma = bn_ocl_mma_wanted(caps, w, T); /* tensor cores: bitlinear_mma.c */
     if (mma) kname = "bl_gemm_mma";
     else if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !bn_ocl_env_on("BITNET_OCL_PORTABLE")) || emulate)
-        kname = nvv >= 2 && nv_tt_run > 0 ? (nvv == 4 ? "bl_gemv_nv4" : nvv == 3 ? "bl_gemv_nv3" : "bl_gemv_nv2")
-                : nvv >= 1                      ? "bl_gemv_nv1"
-                                                : "bl_gemv_nv";
+        kname = nvv == 1 || nv_tt_run == 0 ? "bl_gemv_nv1" : nvv == 4 ? "bl_gemv_nv4" : "bl_gemv_nv3";
     else if (T > GEMM_MIN_TOKENS) kname = "bl_gemm";
     else kname = "bl_gemv";
     /* one token (GEMV): the kernel is built for one (no registers for unused
      * accumulators: 16384x16384 went from 48 to 34 us on an H100; the last
      * -D wins).  Only for one, so that the programs stay few. */
-    const char *ttopt = nvv >= 1 && T == 1 && nv_tt > 1 ? " -DNV_TT=1" : "";
+    const char *ttopt = T == 1 && nv_tt > 1 ? " -DNV_TT=1" : "";
     char opts[512];
     const int on = snprintf(opts, sizeof opts,
-                            "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s%s %s%s",
-                            caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "",
-                            nvv ? " -DNV_VARIANTS" : "", eopts, ttopt);
+                            "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s %s%s",
+                            caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "", eopts, ttopt);
     if (on < 0 || (size_t)on >= sizeof opts) {
         st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_OPTS too long");
         goto out;
@@ -225,25 +228,24 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         local[0] = 64;
         global[0] = ((size_t)out + 63) / 64 * 64;
     } else {
-        const int gemm = strcmp(kname, "bl_gemm") == 0, nv = strcmp(kname, "bl_gemv_nv") == 0;
-        const int nv12 = strncmp(kname, "bl_gemv_nv", 10) == 0 && kname[10] != '\0';
-        const cl_ulong c_len = gemm || nv12 ? c_nblocks : c_nhalf;
-        /* bl_gemv_nv2 takes two more: its local staging buffer and tokens per pass;
-         * bl_gemv_nv3 a third: the per-token sums; bl_gemv_nv4 two more: the
-         * padded row of its staging buffer (blocks) and rows per warp: by
-         * default as many as leave at most 4 work-groups per compute unit */
+        const int gemm = strcmp(kname, "bl_gemm") == 0, nvk = strncmp(kname, "bl_gemv_nv", 10) == 0;
+        const cl_ulong c_len = gemm || nvk ? c_nblocks : c_nhalf;
+        /* bl_gemv_nv3 takes three more: its local staging buffer, tokens per
+         * pass and the per-token sums; bl_gemv_nv4 two more: the padded row
+         * of its staging buffer (blocks) and rows per warp: by default as
+         * many as leave at most 4 work-groups per compute unit */
         const uint64_t wg4 = (uint64_t)nv_warps * 4 * (caps->compute_units ? caps->compute_units : 1);
         uint64_t rw4 = (out + wg4 - 1) / wg4;
         rw4 = rw4 < 1 ? 1 : rw4 > 16 ? 16 : rw4;
         const cl_uint c_nbp4 = (cl_uint)nbp4, c_rw4 = (cl_uint)opt_value(eopts, "NV_RW", (long)rw4);
-        const int nargs = nv4 ? 19 : nv3 ? 17 : strcmp(kname, "bl_gemv_nv2") == 0 ? 16 : 14;
+        const int nargs = nv4 ? 19 : nv3 ? 17 : 14;
         st = bn_ocl_args(o, k, nargs, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd,
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len,
                          sizeof c_xstride, &c_xstride, sizeof perturb, &perturb,
                          (size_t)nv_tt_run * lrow, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run,
                          sizeof bsum, &bsum, sizeof c_nbp4, &c_nbp4, sizeof c_rw4, &c_rw4);
-        if (nv12) {
+        if (nvk) {
             const uint64_t per_wg = (uint64_t)nv_warps * (nv4 ? (uint64_t)c_rw4 : (uint64_t)nv_rows);
             local[0] = 32;
             local[1] = (size_t)nv_warps;
@@ -255,7 +257,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
             global[0] = ((size_t)T + TS - 1) / TS * TS;
             global[1] = ((size_t)out + TS - 1) / TS * TS;
         } else {
-            local[0] = nv ? 32 : GEMV_LX;
+            local[0] = GEMV_LX;
             local[1] = GEMV_RY;
             global[0] = local[0];
             global[1] = ((size_t)out + GEMV_RY - 1) / GEMV_RY * GEMV_RY;

@@ -1,8 +1,9 @@
 #!/bin/bash
 # gemv-sweep.sh - runs on the GPU machine (after `. .device/env.sh`): times
-# the NVIDIA BitLinear GEMV variants (BITNET_GEMV_NV, tunables in
-# BITNET_GEMV_OPTS; see lib/opencl/bitlinear.c) with bitnet-bench and prints
-# one summary table to stdout: variant, options, shape, tokens, kernel median
+# the NVIDIA BitLinear GEMV variants (BITNET_GEMV_NV=1, 3 or 4, tunables in
+# BITNET_GEMV_OPTS; see lib/opencl/bitlinear.c) against the library's default
+# choice with bitnet-bench and prints one summary table to stdout: variant
+# ("default": neither variable set), options, shape, tokens, kernel median
 # (profiling events), GB/s of T2 weights, bench's GB/s and % of the copy
 # roofline, and the bit-exact check against bitnet_bitlinear_ref.
 #
@@ -30,13 +31,13 @@ MIN_REPS=${MIN_REPS:-10}
 MIN_TIME=${MIN_TIME:-0.05}
 BUDGET=${BUDGET:-85}
 
-# variant|options (<= 12), most promising first (phase 1 may run out of BUDGET):
-# 0 is the current kernel; 1 global activations, several rows per warp,
-# unrolled loads; 2 activations staged in local memory; 3 as 2 with one-AND
-# decoding; 4 512-byte warp loads, rows per warp, swizzled staging (see
-# lib/opencl/bitlinear.c)
+# variant|options, most promising first (phase 1 may run out of BUDGET):
+# "default" is what the library picks by token count (the baseline); 1 global
+# activations, several rows per warp, unrolled loads; 3 activations staged in
+# local memory, one-AND decoding; 4 512-byte warp loads, rows per warp,
+# swizzled staging (see lib/opencl/bitlinear.c)
 COMBOS=(
-    "0|"
+    "default|"
     "4|-DNV_WARPS=8 -DNV_U=4"
     "4|-DNV_WARPS=8 -DNV_U=8"
     "4|-DNV_WARPS=8 -DNV_U=8 -DNV_RW=1"
@@ -58,13 +59,24 @@ COMBOS=(
     "3|-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=1"
     "3|-DNV_WARPS=8 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8"
     "3|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=1 -DNV_TT=16"
-    "2|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2"
-    "2|-DNV_WARPS=8 -DNV_ROWS=2 -DNV_UNROLL=2 -DNV_TT=8"
     "1|-DNV_WARPS=4 -DNV_ROWS=1 -DNV_UNROLL=4"
     "1|-DNV_WARPS=4 -DNV_ROWS=2 -DNV_UNROLL=2"
     "1|-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=1"
 )
 sel=${COMBOS_ONLY:-$(seq 1 ${#COMBOS[@]})}
+
+# runs the rest of the line with combination $1's variables; a numbered
+# variant with the tensor cores off, so that it runs at every token count
+# (the default takes bl_gemm_mma from 8 tokens on for these row scales)
+with_combo() {
+    local v=${1%%|*} o=${1#*|}
+    shift
+    if [ "$v" = default ]; then
+        env -u BITNET_GEMV_NV -u BITNET_GEMV_OPTS "$@"
+    else
+        env BITNET_GEMV_NV="$v" BITNET_GEMV_OPTS="$o" BITNET_MMA_MIN_TOKENS=1000000000 "$@"
+    fi
+}
 
 command -v "$B" > /dev/null || { echo "gemv-sweep: $B not found" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gemv-sweep.XXXXXX") || exit 3
@@ -83,7 +95,7 @@ for i in $sel; do
     fi
     c=${COMBOS[$((i - 1))]}
     v=${c%%|*} o=${c#*|}
-    BITNET_GEMV_NV=$v BITNET_GEMV_OPTS=$o timeout 40 "$B" "${common[@]}" --shape "$SHAPES" --tokens "$TOKENS" \
+    with_combo "$c" timeout 40 "$B" "${common[@]}" --shape "$SHAPES" --tokens "$TOKENS" \
         --no-check --roofline-size 1024 --min-reps "$MIN_REPS" --min-time "$MIN_TIME" --warmup 1 \
         > "$tmp/t$i.csv" 2> "$tmp/t$i.err"
     echo "   $i: variant $v \"$o\": exit $? ($((SECONDS - start)) s)" >&2
@@ -98,7 +110,7 @@ for i in $sel; do
     while read -r shp tok; do
         [ -n "$shp" ] || continue
         g=$((g + 1))
-        BITNET_GEMV_NV=$v BITNET_GEMV_OPTS=$o timeout 60 "$B" "${common[@]}" --shape "$shp" --tokens "$tok" \
+        with_combo "$c" timeout 60 "$B" "${common[@]}" --shape "$shp" --tokens "$tok" \
             --roofline-size 64 --llc 1 --min-reps 1 --max-reps 1 --min-time 0 --warmup 0 \
             > "$tmp/c$i.$g.csv" 2> "$tmp/c$i.$g.err" &
         pids+=($!)
@@ -137,7 +149,7 @@ $1 == "T" { key = $2 SUBSEP $3 SUBSEP $6; n++; K[n] = key; I[n] = $2; S[n] = $3;
             wgbs[n] = $7 > 0 ? wb / ($7 * 1e-3) / 1e9 : 0; bgbs[n] = $8; pct[n] = $9; next }
 $1 == "E" { err[++ne] = $0; if ($0 ~ /no result rows/) bad++; next }
 END {
-    fmt = "%-2s %-44s %-12s %4s %10s %8s %8s %6s %5s\n"
+    fmt = "%-7s %-44s %-12s %4s %10s %8s %8s %6s %5s\n"
     printf fmt, "v", "opts", "shape", "tok", "kernel_us", "W GB/s", "GB/s", "%peak", "check"
     for (r = 1; r <= n; r++) {
         c = (K[r] in chk) ? chk[K[r]] : "-"
@@ -145,19 +157,19 @@ END {
                sprintf("%.0f", bgbs[r]), sprintf("%.0f%%", pct[r]), c
         g = S[r] SUBSEP TK[r]
         if (!(g in best) || ms[r] < ms[best[g]]) best[g] = r
-        if (I[r] in v && v[I[r]] == 0 && !(g in base)) base[g] = r
+        if (I[r] in v && v[I[r]] == "default" && !(g in base)) base[g] = r
     }
     printf "\nchecked only (awkward shapes and big ones not timed):\n"
     for (key in seen) {
         split(key, p, SUBSEP); found = 0
         for (r = 1; r <= n; r++) if (K[r] == key) found = 1
-        if (!found) line[++nl] = sprintf("  v%s %s %s x%s: %s", v[p[1]], opt[p[1]], p[2], p[3], chk[key])
+        if (!found) line[++nl] = sprintf("  %s %s %s x%s: %s", v[p[1]], opt[p[1]], p[2], p[3], chk[key])
     }
     okc = 0
     for (j = 1; j <= nl; j++) if (line[j] ~ /: ok$/) okc++; else print line[j]
     printf "  %d of %d ok\n", okc, nl
-    printf "\nbest per shape and token count (vs variant 0):\n"
-    printf "%-12s %4s %10s %8s %9s  %s\n", "shape", "tok", "kernel_us", "W GB/s", "v0_us", "variant opts"
+    printf "\nbest per shape and token count (vs the default):\n"
+    printf "%-12s %4s %10s %8s %9s  %s\n", "shape", "tok", "kernel_us", "W GB/s", "dflt_us", "variant opts"
     for (g in best) {
         r = best[g]; b0 = (g in base) ? sprintf("%.2f", ms[base[g]] * 1000) : "-"
         out[++no] = sprintf("%-12s %4s %10.2f %8.0f %9s  %s %s", S[r], TK[r], ms[r] * 1000, wgbs[r], b0, v[I[r]], opt[I[r]])

@@ -349,21 +349,19 @@ static void test_opencl(void **state)
 /* ---- NVIDIA variants, emulated on any OpenCL device ------------------------------
  * BITNET_GEMV_NV_EMULATE=1 builds the NV kernels with portable dp4a and warp
  * sums (-DNV_EMULATE) and takes them on any device; BITNET_GEMV_NV picks the
- * variant and BITNET_GEMV_OPTS its tunables.  Every variant and a spread of
+ * variant (1, 3 or 4) and BITNET_GEMV_OPTS its tunables.  Every variant, the
+ * host's defaults (BITNET_GEMV_NV unset) and a spread of
  * tunables (rows per warp not dividing out, unroll past the blocks of a row,
  * tokens per pass not dividing tokens, local memory too small for the wanted
  * tokens per pass or for one token: the fallback) against the _ref, exactly. */
-typedef struct { const char *v, *opts; } nvconf;
+typedef struct { const char *v, *opts; } nvconf; /* v NULL: BITNET_GEMV_NV unset */
 static const nvconf nvconfs[] = {
-    {"0", ""},
+    {NULL, NULL}, /* the host's choice by token count */
     {"1", ""},
-    {"2", ""},
     {"1", "-DNV_WARPS=2 -DNV_ROWS=3 -DNV_UNROLL=1 -DNV_TT=3"},
-    {"2", "-DNV_WARPS=2 -DNV_ROWS=3 -DNV_UNROLL=1 -DNV_TT=3"},
     {"1", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
-    {"2", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
-    {"2", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
     {"3", ""},
+    {"3", "-DNV_WARPS=2 -DNV_ROWS=3 -DNV_UNROLL=1 -DNV_TT=3"},
     {"3", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
     {"3", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
     {"4", ""},
@@ -377,9 +375,11 @@ static int nv_emulate = 1;
 static void nv_env(const nvconf *c)
 {
     setenv("BITNET_GEMV_NV_EMULATE", nv_emulate ? "1" : "0", 1);
-    setenv("BITNET_GEMV_NV", c->v, 1);
-    setenv("BITNET_GEMV_OPTS", c->opts, 1);
+    if (c->v) setenv("BITNET_GEMV_NV", c->v, 1);
+    if (c->opts) setenv("BITNET_GEMV_OPTS", c->opts, 1);
 }
+static const char *nv_name(const nvconf *c) { return c->v ? c->v : "(default)"; }
+static const char *nv_opts(const nvconf *c) { return c->opts ? c->opts : "(default)"; }
 static void nv_env_clear(void)
 {
     unsetenv("BITNET_GEMV_NV_EMULATE");
@@ -416,13 +416,13 @@ static int nv_sweep(bitnet_backend *be)
                         nv_env_clear();
                         runs++;
                         if (st) {
-                            print_message("# variant %s \"%s\": %s (%s)\n", nvconfs[n].v, nvconfs[n].opts,
+                            print_message("# variant %s \"%s\": %s (%s)\n", nv_name(&nvconfs[n]), nv_opts(&nvconfs[n]),
                                           bitnet_strerror(st), bitnet_error_detail());
                             bad++;
                             continue;
                         }
                         const int m = compare("nv emulated", &c, v, &ref, &got, transcendental(v->act) ? 4 : 0);
-                        if (m) print_message("#   variant %s \"%s\"\n", nvconfs[n].v, nvconfs[n].opts);
+                        if (m) print_message("#   variant %s \"%s\"\n", nv_name(&nvconfs[n]), nv_opts(&nvconfs[n]));
                         bad += m;
                     }
                     turn++;
@@ -462,17 +462,18 @@ static void test_opencl_nv_emulated(void **state)
 
     /* The test can fail, and the variant asked for is the one that runs:
      * -DNV_TEST_V<n>=m starts each lane's sums of variant n at m, so with
-     * d = s = 1 every output is off by exactly 32 m.  Variants 2, 3 and 4
-     * without room for one token's activations (in 4097 > NV_LMEM) must run
-     * variant 1. */
-    static const nvconf hook[] = {{"0", ""}, {"1", ""}, {"2", ""}, {"3", ""}, {"4", ""}};
-    static const char *const hook_opts =
-        "-DNV_LMEM=4096 -DNV_TEST_V0=1 -DNV_TEST_V1=2 -DNV_TEST_V2=3 -DNV_TEST_V3=4 -DNV_TEST_V4=5";
+     * d = s = 1 every output is off by exactly 32 m.  Without BITNET_GEMV_NV
+     * one token takes variant 4, more take 3; variants 3 and 4 without room
+     * for one token's activations (in 4097 > NV_LMEM) must run variant 1. */
+    static const struct { const char *v; uint64_t tokens; int ran; } hook[] = {
+        {"1", 3, 1}, {"3", 3, 3}, {"4", 3, 4}, {NULL, 1, 4}, {NULL, 3, 3}, {NULL, 8, 3},
+    };
+    static const char *const hook_opts = "-DNV_LMEM=4096 -DNV_TEST_V1=2 -DNV_TEST_V3=4 -DNV_TEST_V4=5";
     static const uint64_t hook_in[] = {255, 4097};
     for (size_t a = 0; a < 2; a++)
-        for (int vv = 0; vv < 5; vv++) {
+        for (size_t vv = 0; vv < sizeof hook / sizeof hook[0]; vv++) {
             rcase c;
-            case_make(&c, hook_in[a], 9, 3, BITNET_SCALE_TENSOR, 0);
+            case_make(&c, hook_in[a], 9, hook[vv].tokens, BITNET_SCALE_TENSOR, 0);
             c.d[0] = 1.0f;
             for (uint64_t t = 0; t < c.tokens; t++) c.xs[t] = 1.0f;
             outbuf ref, got;
@@ -484,12 +485,29 @@ static void test_opencl_nv_emulated(void **state)
             nv_env(&nc);
             assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);
             nv_env_clear();
-            const int ran = vv >= 2 && hook_in[a] == 4097 ? 1 : vv;
+            const int ran = hook_in[a] == 4097 ? 1 : hook[vv].ran;
             for (uint64_t i = 0; i < c.tokens * c.out; i++) assert_true(got.y[i] - ref.y[i] == 32.0f * (float)(ran + 1));
             ob_free(&ref);
             ob_free(&got);
             case_free(&c);
         }
+
+    /* any other BITNET_GEMV_NV (0 and 2 were variants once) is refused */
+    static const char *const bad_nv[] = {"0", "2", "5", "34", "x"};
+    rcase c;
+    case_make(&c, 255, 9, 2, BITNET_SCALE_TENSOR, 0);
+    outbuf got;
+    ob_alloc(&got, &c);
+    const variant v = {1, 0, 0, BITNET_ACT_NONE};
+    for (size_t i = 0; i < sizeof bad_nv / sizeof bad_nv[0]; i++) {
+        const nvconf nc = {bad_nv[i], ""};
+        nv_env(&nc);
+        assert_int_equal(run_case(be, &c, &v, &got), BITNET_E_INVALID);
+        nv_env_clear();
+        assert_non_null(strstr(bitnet_error_detail(), "BITNET_GEMV_NV"));
+    }
+    ob_free(&got);
+    case_free(&c);
     bitnet_backend_free(be);
 }
 

@@ -14,32 +14,19 @@
  * BITNET_OCL_PORTABLE=1; otherwise bl_gemm (tiled) above
  * GEMM_MIN_TOKENS tokens, else bl_gemv.
  *
- * NV variants (the default: 4 for one token, 3 for more; read at every call):
- *   bl_gemv_nv1       NV_WARPS warps per work-group, NV_ROWS rows per warp
- *                     computed together, NV_UNROLL 32-byte blocks per lane and
- *                     row loaded before use, NV_TT tokens a pass, activations
- *                     from global memory (int4 x8 per block): the fallback of
- *                     3 and 4 when one token's activations do not fit (NV_LMEM
- *                     bytes, default and cap: the device's local memory less
- *                     1 KiB).
- *   bl_gemv_nv3       as 1, but the activations of up to NV_TT tokens are
- *                     staged (transposed) in local memory once per work-group
- *                     and pass, and the codes decoded by one AND per word
- *                     (unsigned, unshifted: dp4a.u32.s32, the four shifts of a
- *                     block summed apart) with the per-token activation sums
- *                     (made here) taken off.
- *   bl_gemv_nv4       lanes take consecutive 16-byte half blocks (512-byte
- *                     loads per warp), NV_U of them per lane in flight, NV_RW
- *                     rows per warp (default: enough to leave at most 4
- *                     work-groups per compute unit, at most 16), activations
- *                     staged once per work-group (swizzled); decoding as 3.
+ * NV variants (bl_gemv_nv1, 3, 4: kernels/bitlinear.cl says what each does;
+ * read at every call):
+ *   default           by token count, from nv_tuned below: 4 for one token,
+ *                     3 for more; both fall back to 1 when one token's
+ *                     activations do not fit the local memory they may take.
  *   BITNET_GEMV_NV=1|3|4 (sweeps) takes that variant for every token count
  *                     (3 and 4 still fall back to 1), with the kernel's
  *                     defaults for the tunables BITNET_GEMV_OPTS leaves out.
  *   BITNET_GEMV_OPTS="-DNV_WARPS=8 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=8
- *                     -DNV_LMEM=32768" is appended to the build options
- *                     (the kernel defaults: 4, 2, 2, 4); the host reads the
- *                     same -DNAME=value words for the launch geometry.
+ *                     -DNV_LMEM=32768" is appended to the build options in
+ *                     place of the tuned ones; the host reads the same
+ *                     -DNAME=value words (nv_names below) for the launch
+ *                     geometry.
  *   BITNET_GEMV_NV_EMULATE=1 (tests) builds with -DNV_EMULATE (dp4a and the
  *                     warp sum in portable OpenCL C) and takes the NV
  *                     variants on any device.
@@ -59,6 +46,7 @@
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
 
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,6 +60,94 @@ static long opt_value(const char *opts, const char *name, long def)
 {
     const long v = bn_ocl_opt_value(opts, name, def, NULL);
     return v > 0 ? v : def;
+}
+
+/* ---- the NVIDIA family (bl_gemv_nv1, 3, 4) ------------------------------------
+ * Its tunables, with the defaults of their #ifndef in kernels/bitlinear.cl
+ * (the two must agree).  NV_LMEM and NV_RW are the host's alone; 0 here
+ * means chosen from the device and the shape. */
+typedef struct {
+    long warps, rows, unroll, tt, u, lmem, rw;
+} nv_tunables;
+static const struct {
+    const char *name;
+    size_t off;
+    long def;
+} nv_names[] = {
+    {"NV_WARPS", offsetof(nv_tunables, warps), 4},   /* warps per work-group */
+    {"NV_ROWS", offsetof(nv_tunables, rows), 2},     /* nv1, nv3: rows per warp */
+    {"NV_UNROLL", offsetof(nv_tunables, unroll), 2}, /* nv1, nv3: blocks per lane in flight (kernel only) */
+    {"NV_TT", offsetof(nv_tunables, tt), 4},         /* most tokens per pass */
+    {"NV_U", offsetof(nv_tunables, u), 4},           /* nv4: half blocks per lane in flight (kernel only) */
+    {"NV_LMEM", offsetof(nv_tunables, lmem), 0},     /* bytes of staged activations: 0, the device's less 1 KiB
+                                                        (also the cap) */
+    {"NV_RW", offsetof(nv_tunables, rw), 0},         /* nv4: rows per warp: 0, as many as leave at most 4
+                                                        work-groups per compute unit (1 to 16) */
+};
+#define N_NV_NAMES (sizeof nv_names / sizeof nv_names[0])
+
+/* Without BITNET_GEMV_NV and BITNET_GEMV_OPTS: the variant and its options by
+ * token count, the first row the count reaches.
+ * From 2 tokens, variant 3, chosen by the sweep on an H200 (tests/device/
+ * gemv-sweep.sh, 2026-11-22): 16384x16384 in 45.8 us against 50.0 us for
+ * the former variant 0 (one warp per row, since removed) at 1 token, 177
+ * against 286 us at 8, 1.28 against 2.37 ms at 64; from 8 tokens on, 8
+ * warps of one row with 4 blocks in flight won.
+ * One token: variant 4 with 8 warps and 4 loads in flight per lane (H100,
+ * 2026-11-22, kept weights: 16384x16384 in 32.3 us against 34.0 us for
+ * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6). */
+static const struct {
+    uint64_t min_tokens;
+    int variant;
+    const char *opts;
+} nv_tuned[] = {
+    {8, 3, "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4"}, /* reached where bl_gemm_mma is off */
+    {2, 3, ""},
+    {1, 4, "-DNV_WARPS=8 -DNV_U=4"},
+};
+
+/* One call's NV kernel: variant, build options (BITNET_GEMV_OPTS or the
+ * tuned ones), tunables and the launch values that follow from them. */
+typedef struct {
+    int variant;       /* 1, 3 or 4 */
+    const char *opts;
+    nv_tunables t;
+    size_t nbp;        /* nv4: blocks of a staged row, padded to nbp % 8 == 4 */
+    size_t lrow;       /* bytes of one token's staged activations */
+    cl_int tt;         /* nv3, nv4: tokens staged per pass */
+    cl_uint rw;        /* nv4: rows per warp */
+} nv_plan;
+
+static bitnet_status nv_plan_make(nv_plan *p, const bn_ocl_caps *caps, uint64_t T, uint64_t out, size_t nblocks)
+{
+    const char *ev = getenv("BITNET_GEMV_NV"), *eopts = getenv("BITNET_GEMV_OPTS");
+    if (ev && *ev) {
+        if ((ev[0] != '1' && ev[0] != '3' && ev[0] != '4') || ev[1] != '\0')
+            return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_NV=%s: 1, 3 or 4", ev);
+        p->variant = ev[0] - '0';
+        p->opts = eopts ? eopts : "";
+    } else {
+        size_t i = 0;
+        while (T < nv_tuned[i].min_tokens) i++; /* T >= 1 (bn_bitlinear_check) */
+        p->variant = nv_tuned[i].variant;
+        p->opts = eopts ? eopts : nv_tuned[i].opts;
+    }
+    for (size_t i = 0; i < N_NV_NAMES; i++)
+        *(long *)((char *)&p->t + nv_names[i].off) = opt_value(p->opts, nv_names[i].name, nv_names[i].def);
+    const size_t cap = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;
+    const size_t lmem = p->t.lmem > 0 && (size_t)p->t.lmem < cap ? (size_t)p->t.lmem : cap;
+    p->nbp = nblocks + ((12 - nblocks % 8) % 8);
+    p->lrow = 128 * (p->variant == 4 ? p->nbp : (nblocks | 1));
+    uint64_t tt = lmem / p->lrow;
+    if (tt > (uint64_t)p->t.tt) tt = (uint64_t)p->t.tt;
+    if (tt > T) tt = T;
+    p->tt = (cl_int)tt;
+    if (p->tt == 0) p->variant = 1; /* not one token's activations fit: the fallback */
+    const uint64_t wg4 = (uint64_t)p->t.warps * 4 * (caps->compute_units ? caps->compute_units : 1);
+    uint64_t rw = (out + wg4 - 1) / wg4;
+    rw = rw < 1 ? 1 : rw > 16 ? 16 : rw;
+    p->rw = (cl_uint)(p->t.rw > 0 ? p->t.rw : (long)rw);
+    return BITNET_OK;
 }
 
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
@@ -101,50 +177,24 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * for one and bl_gemm 7.7 ms for 64: NVIDIA takes it for any count.
      * The portable kernels break even near 16 tokens. */
     const int emulate = bn_ocl_env_on("BITNET_GEMV_NV_EMULATE");
-    const char *eopts = getenv("BITNET_GEMV_OPTS");
-    const char *ev = getenv("BITNET_GEMV_NV");
-    if (ev && !*ev) ev = NULL;
-    /* Default: variant 3, chosen by the sweep on an H200 (tests/device/
-     * gemv-sweep.sh, 2026-11-22): 16384x16384 in 45.8 us against 50.0 us for
-     * the former variant 0 (one warp per row, since removed) at 1 token, 177
-     * against 286 us at 8, 1.28 against 2.37 ms at 64; from 8 tokens on, 8
-     * warps of one row with 4 blocks in flight won. */
-    /* One token: variant 4 with 8 warps and 4 loads in flight per lane (H100,
-     * 2026-11-22, kept weights: 16384x16384 in 32.3 us against 34.0 us for
-     * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6). */
-    const int nvv = !ev ? (T == 1 ? 4 : 3) : (ev[0] == '1' || ev[0] == '3' || ev[0] == '4') && ev[1] == '\0' ? ev[0] - '0' : 0;
-    if (!nvv) {
-        st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_NV=%s: 1, 3 or 4", ev);
-        goto out;
-    }
-    if (!eopts) eopts = ev ? "" : T >= 8 ? "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4" : T == 1 ? "-DNV_WARPS=8 -DNV_U=4" : "";
-    const long nv_warps = opt_value(eopts, "NV_WARPS", 4), nv_rows = opt_value(eopts, "NV_ROWS", 2),
-               nv_tt = opt_value(eopts, "NV_TT", 4);
-    size_t nv_lmem = caps->local_mem > 1024 ? (size_t)caps->local_mem - 1024 : 0;
-    if ((size_t)opt_value(eopts, "NV_LMEM", (long)nv_lmem) < nv_lmem) nv_lmem = (size_t)opt_value(eopts, "NV_LMEM", 0);
-    /* variant 4 pads its staged rows to nbp4 blocks, nbp4 % 8 == 4 */
-    const size_t nbp4 = nblocks + ((12 - nblocks % 8) % 8);
-    /* bytes of one token's staged (padded) activations */
-    const size_t lrow = 128 * (nvv == 4 ? nbp4 : (nblocks | 1));
-    uint64_t tt_fit = nv_lmem / lrow;
-    if (tt_fit > (uint64_t)nv_tt) tt_fit = (uint64_t)nv_tt;
-    if (tt_fit > T) tt_fit = T;
-    const cl_int nv_tt_run = (cl_int)tt_fit; /* variants 3 and 4: tokens staged per pass */
+    /* planned on every device: its options are on every build line */
+    nv_plan nv;
+    if ((st = nv_plan_make(&nv, caps, T, out, nblocks))) goto out;
     const int mma = bn_ocl_mma_wanted(caps, w, T); /* tensor cores: bitlinear_mma.c */
     if (mma) kname = "bl_gemm_mma";
     else if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !bn_ocl_env_on("BITNET_OCL_PORTABLE")) || emulate)
-        kname = nvv == 1 || nv_tt_run == 0 ? "bl_gemv_nv1" : nvv == 4 ? "bl_gemv_nv4" : "bl_gemv_nv3";
+        kname = nv.variant == 4 ? "bl_gemv_nv4" : nv.variant == 3 ? "bl_gemv_nv3" : "bl_gemv_nv1";
     else if (T > GEMM_MIN_TOKENS) kname = "bl_gemm";
     else kname = "bl_gemv";
     /* one token (GEMV): the kernel is built for one (no registers for unused
      * accumulators: 16384x16384 went from 48 to 34 us on an H100; the last
      * -D wins).  Only for one, so that the programs stay few. */
-    const char *ttopt = T == 1 && nv_tt > 1 ? " -DNV_TT=1" : "";
+    const char *ttopt = T == 1 && nv.t.tt > 1 ? " -DNV_TT=1" : "";
     char opts[512];
     const int on = snprintf(opts, sizeof opts,
                             "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s %s%s",
-                            caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "", eopts, ttopt);
+                            caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "", nv.opts, ttopt);
     if (on < 0 || (size_t)on >= sizeof opts) {
         st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_OPTS too long");
         goto out;
@@ -232,25 +282,21 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         const cl_ulong c_len = gemm || nvk ? c_nblocks : c_nhalf;
         /* bl_gemv_nv3 takes three more: its local staging buffer, tokens per
          * pass and the per-token sums; bl_gemv_nv4 two more: the padded row
-         * of its staging buffer (blocks) and rows per warp: by default as
-         * many as leave at most 4 work-groups per compute unit */
-        const uint64_t wg4 = (uint64_t)nv_warps * 4 * (caps->compute_units ? caps->compute_units : 1);
-        uint64_t rw4 = (out + wg4 - 1) / wg4;
-        rw4 = rw4 < 1 ? 1 : rw4 > 16 ? 16 : rw4;
-        const cl_uint c_nbp4 = (cl_uint)nbp4, c_rw4 = (cl_uint)opt_value(eopts, "NV_RW", (long)rw4);
+         * of its staging buffer (blocks) and rows per warp */
+        const cl_uint c_nbp4 = (cl_uint)nv.nbp;
         const int nargs = nv4 ? 19 : nv3 ? 17 : 14;
         st = bn_ocl_args(o, k, nargs, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd,
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len,
                          sizeof c_xstride, &c_xstride, sizeof perturb, &perturb,
-                         (size_t)nv_tt_run * lrow, (const void *)NULL, sizeof nv_tt_run, &nv_tt_run,
-                         sizeof bsum, &bsum, sizeof c_nbp4, &c_nbp4, sizeof c_rw4, &c_rw4);
+                         (size_t)nv.tt * nv.lrow, (const void *)NULL, sizeof nv.tt, &nv.tt, sizeof bsum, &bsum,
+                         sizeof c_nbp4, &c_nbp4, sizeof nv.rw, &nv.rw);
         if (nvk) {
-            const uint64_t per_wg = (uint64_t)nv_warps * (nv4 ? (uint64_t)c_rw4 : (uint64_t)nv_rows);
+            const uint64_t per_wg = (uint64_t)nv.t.warps * (nv4 ? (uint64_t)nv.rw : (uint64_t)nv.t.rows);
             local[0] = 32;
-            local[1] = (size_t)nv_warps;
+            local[1] = (size_t)nv.t.warps;
             global[0] = 32;
-            global[1] = (size_t)((out + per_wg - 1) / per_wg) * (size_t)nv_warps;
+            global[1] = (size_t)((out + per_wg - 1) / per_wg) * (size_t)nv.t.warps;
         } else if (gemm) {
             local[0] = TS;
             local[1] = TS;

@@ -217,6 +217,7 @@ bitnet-convert "$REAL" -o "$RT" 2>/dev/null && cp "$RT" "$T/race/old" &&
 check "the race's old file, A and B are made and differ" sh -c \
     "test -s '$T/race/B' && ! cmp -s '$T/race/A' '$T/race/B' && ! cmp -s '$T/race/old' '$T/race/A' && ! cmp -s '$T/race/old' '$T/race/B'"
 race_a 2>/dev/null && check "A is made again byte for byte (the outputs are deterministic)" cmp -s "$RT" "$T/race/A"
+any_alive() { for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
 rounds=6 bad=0 mixed=0 reads=0 torn=0 seen_a=0 seen_b=0
 for round in $(seq $rounds); do
     cp "$T/race/old" "$RT"
@@ -227,7 +228,7 @@ for round in $(seq $rounds); do
     done
     # a reader polls the target while they run: every copy must be whole
     r=0
-    while kill -0 $pids 2>/dev/null && [ $r -lt 30 ]; do
+    while any_alive $pids && [ $r -lt 30 ]; do
         if cp "$RT" "$T/race/read" 2>/dev/null; then
             r=$((r + 1))
             if cmp -s "$T/race/read" "$T/race/A"; then seen_a=$((seen_a + 1))

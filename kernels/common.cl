@@ -41,7 +41,7 @@ typedef float bn_real;
          i < (hi) && i < (lo) + ((bn_size)(lid) + 1) * per_; i++)
 #endif
 
-/* The planted bug of the test hook BITNET_TEST_PERTURB: the host passes the
+/* The planted bug of the perturbation test hook (test builds only): the host passes the
  * index of the element to corrupt, or -1. */
 inline float bn_perturb(float v) { return v != 0.0f ? -3.0f * v : 1.0f; }
 

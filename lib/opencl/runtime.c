@@ -69,7 +69,7 @@ bitnet_status bn_cl_fail(cl_int err, const char *call, const char *file, int lin
 
 bitnet_status bn_cl_fail_test(cl_int err, const char *call, const char *file, int line)
 {
-    return bn_fail(status_of(err), "%s failed: %s (%d) at %s:%d (simulated by BITNET_TEST_FAIL)", call,
+    return bn_fail(status_of(err), "%s failed: %s (%d) at %s:%d (simulated failure)", call,
                    bn_cl_errname(err), (int)err, short_file(file), line);
 }
 

@@ -209,3 +209,29 @@ fi
 expect_rc 0 "--stats prints op statistics" bench --op add --shape 64 --stats
 expect_err "stats for add" "--stats output on stderr"
 check "no progress output when stderr is not a terminal" sh -c "! grep -q '\[1\]' '$T/err'"
+
+# ---- --op mlp: the network file ----
+if bitnet-quantize "$TESTDATA/real/hep-bitnet-mnist-b158.safetensors" -o "$T/mlp.bnt" 2>/dev/null; then
+    expect_rc 0 "mlp runs the quantized network" bench --op mlp --net "$T/mlp.bnt" --device cpu --format csv
+    check "mlp: its row checks ok" sh -c "tail -n +2 '$T/out' | awk -F, '\$20 != \"ok\" {bad=1} END {exit bad || NR != 1}'"
+    # a leftover temporary of an interrupted write is never read as the network
+    cp "$T/mlp.bnt" "$T/.mlp.bnt.bnpart.Ab12Cd"
+    expect_rc 2 "--net refuses a leftover temporary" bench --op mlp --net "$T/.mlp.bnt.bnpart.Ab12Cd" --device cpu
+    expect_err "bnpart.Ab12Cd: not read: the unfinished temporary" "--net: the refusal names the temporary"
+    expect_rc 2 "--net - is refused" bench --op mlp --net - --device cpu
+    expect_err "must be a file" "--net -: says why"
+else
+    notok "bitnet-quantize makes the network for --op mlp"
+fi
+expect_rc 1 "--net that is no MLP: setup error, exit 1" bench --op mlp --net "$TESTDATA/demo/digits.npy" --device cpu --format csv
+expect_err "digits.npy: no tensor layers.N.weight" "--net that is no MLP: says what is missing"
+check "--net that is no MLP: the row says error" sh -c "tail -n +2 '$T/out' | cut -d, -f20 | grep -qx error"
+expect_rc 3 "--net that does not exist: exit 3" bench --op mlp --net "$T/none.bnt" --device cpu
+expect_err "none.bnt: cannot open" "--net that does not exist: named"
+# every op, the mlp one failing at setup: the run still exits 1
+expect_rc 1 "all ops, mlp failing at setup: exit 1" bench --net "$TESTDATA/demo/digits.npy" --device cpu --shape 32x32 --format csv
+check "all ops: only the mlp row is an error" test "$(tail -n +2 "$T/out" | awk -F, '$20 == "error" {print $1}')" = mlp
+# at 64 elements the copy rows fail first (below the bandwidth minimum): the
+# mlp row's note must not carry their detail
+expect_rc 2 "all ops at 64: the copy rows' usage error is the worst status" bench --net "$TESTDATA/demo/digits.npy" --device cpu --shape 64 --format csv
+check "all ops at 64: the mlp row's note is its own" sh -c "grep '^mlp,' '$T/out' | cut -d, -f21 | grep -qx 'setup: malformed input'"

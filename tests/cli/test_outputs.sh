@@ -6,7 +6,9 @@
 # before any work; signals during a write remove the temporary, leave the
 # target and end with 128+n; leftover temporaries are refused as inputs; 16
 # concurrent writers of one target leave one whole output, and readers see
-# the old or the new file whole.
+# the old or the new file whole; writers of two different outputs racing for
+# one target leave exactly one of them, and readers see the old file, one or
+# the other, whole.
 . "$(dirname "$0")/lib.sh"
 
 REAL=$TESTDATA/real/hep-bitnet-mnist-b158.safetensors
@@ -202,3 +204,46 @@ while [ $i -lt $reads ]; do
     i=$((i + 1))
 done
 check "each of $reads reads during the writes saw the old or the new file whole ($torn torn)" [ "$torn" -eq 0 ]
+
+# ---- two different outputs racing for one target ----
+# The metadata records the command line, -o included: each reference is made
+# with the very command the racers run, then set aside.
+mkdir "$T/race"
+RT=$T/race/out.bnt
+race_a() { bitnet-quantize --scale tensor "$REAL" -o "$RT"; }
+race_b() { bitnet-quantize --scale row "$REAL" -o "$RT"; }
+bitnet-convert "$REAL" -o "$RT" 2>/dev/null && cp "$RT" "$T/race/old" &&
+    race_a 2>/dev/null && cp "$RT" "$T/race/A" && race_b 2>/dev/null && cp "$RT" "$T/race/B"
+check "the race's old file, A and B are made and differ" sh -c \
+    "test -s '$T/race/B' && ! cmp -s '$T/race/A' '$T/race/B' && ! cmp -s '$T/race/old' '$T/race/A' && ! cmp -s '$T/race/old' '$T/race/B'"
+race_a 2>/dev/null && check "A is made again byte for byte (the outputs are deterministic)" cmp -s "$RT" "$T/race/A"
+any_alive() { for p in "$@"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+rounds=6 bad=0 mixed=0 reads=0 torn=0 seen_a=0 seen_b=0
+for round in $(seq $rounds); do
+    cp "$T/race/old" "$RT"
+    pids=""
+    for i in 1 2 3; do # interleaved: A, B, A, B, ...
+        race_a 2>>"$T/race/err" & pids="$pids $!"
+        race_b 2>>"$T/race/err" & pids="$pids $!"
+    done
+    # a reader polls the target while they run: every copy must be whole
+    r=0
+    while any_alive $pids && [ $r -lt 30 ]; do
+        if cp "$RT" "$T/race/read" 2>/dev/null; then
+            r=$((r + 1))
+            if cmp -s "$T/race/read" "$T/race/A"; then seen_a=$((seen_a + 1))
+            elif cmp -s "$T/race/read" "$T/race/B"; then seen_b=$((seen_b + 1))
+            elif ! cmp -s "$T/race/read" "$T/race/old"; then torn=$((torn + 1)); cp "$T/race/read" "$T/race/torn$round"; fi
+        fi
+    done
+    reads=$((reads + r))
+    for p in $pids; do wait "$p" || bad=$((bad + 1)); done
+    if cmp -s "$RT" "$T/race/A"; then seen_a=$((seen_a + 1))
+    elif cmp -s "$RT" "$T/race/B"; then seen_b=$((seen_b + 1))
+    else mixed=$((mixed + 1)); cp "$RT" "$T/race/final$round"; fi
+done
+check "$rounds rounds of 3+3 racing writers (--scale tensor vs row): all exit 0" [ "$bad" -eq 0 ]
+check "after each round the target is byte for byte A or B ($mixed neither)" [ "$mixed" -eq 0 ]
+check "each of $reads reads during the race saw the old file, A or B whole ($torn torn)" [ "$torn" -eq 0 ]
+check "no temporary left by the racers" no_temps "$T/race"
+echo "# race: A seen $seen_a times, B $seen_b times (reads and final targets)"

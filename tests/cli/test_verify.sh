@@ -213,3 +213,13 @@ expect_rc 0 "shipped bitnet-verify ignores BITNET_TEST_FAIL" \
     env BITNET_TEST_FAIL=create,build,alloc,run bitnet-verify -q --backends --quick --device opencl
 expect_rc 0 "shipped bitnet-bench ignores BITNET_TEST_PERTURB" env BITNET_TEST_PERTURB=bitlinear bitnet-bench \
     --min-reps 2 --min-time 0 --warmup 1 --roofline-size 1 --max-mem 256 --op bitlinear --shape 64x512 --device cpu
+# nor do they name them anywhere (messages, embedded kernel sources): grep -a,
+# not strings(1), which binutils may not provide; the test copies must hold
+# the names, or the search itself is broken
+for b in "$BIN"/bitnet-*; do
+    name=$(basename "$b")
+    check "shipped $name holds no BITNET_TEST string" test "$(grep -ac BITNET_TEST "$b")" -eq 0
+done
+[ -x "$TEST_BIN/bitnet-verify" ] &&
+    check "the test copy of bitnet-verify does hold BITNET_TEST (the search works)" \
+        test "$(grep -ac BITNET_TEST "$TEST_BIN/bitnet-verify")" -gt 0

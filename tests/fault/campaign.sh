@@ -1,9 +1,10 @@
 #!/bin/sh
 # campaign.sh - the fault campaign: runs real jobs (a conversion, a
 # quantization, BitLinear on the CPU, on OpenCL and under auto) with the
-# LD_PRELOAD shim tests/fault/shim.c failing the Nth write, fsync, rename,
-# malloc, clCreateBuffer, clEnqueueNDRangeKernel or clBuildProgram, and
-# checks every run: the exit status is documented for that fault (3 for I/O,
+# LD_PRELOAD shim tests/fault/shim.c failing the Nth write (ENOSPC, then
+# EIO), cutting the Nth write short (a short count, no error), failing the
+# Nth fsync, rename, malloc, clCreateBuffer, clEnqueueNDRangeKernel or
+# clBuildProgram, and checks every run: the exit status is documented for that fault (3 for I/O,
 # 4 for a device under --device opencl, 0 with a correct result and one
 # warning under auto, 1 or 3 for memory), a message names the tool, a
 # failed run leaves the old target byte for byte, a successful one leaves the
@@ -97,11 +98,15 @@ for sc in $scenarios; do
     cp "$d/$out" "$W/golden"
     ok "$sc: the clean run under the shim works"
     printf 'old target\n' > "$W/old"
-    for class in write fsync rename clCreateBuffer clEnqueueNDRangeKernel clBuildProgram malloc; do
+    for class in write write-eio short fsync rename clCreateBuffer clEnqueueNDRangeKernel clBuildProgram malloc; do
         # quick: the OpenCL runs try only the OpenCL faults (the others are
         # the same code as on the CPU, and every OpenCL run costs a second)
         case $mode:$sc:$class in quick:bitlinear-opencl:[!c]* | quick:bitlinear-auto:[!c]*) continue ;; esac
-        count=$(awk -v c=$class '$1 == c {print $2; exit}' "$W/count")
+        # write-eio: the write faults again, as an I/O error instead of a full disk
+        counted=${class%-eio}
+        fault_errno=ENOSPC
+        [ "$class" = write-eio ] && fault_errno=EIO
+        count=$(awk -v c=$counted '$1 == c {print $2; exit}' "$W/count")
         [ "${count:-0}" -gt 0 ] || continue
         bad_before=$failed
         tried=0
@@ -119,7 +124,8 @@ for sc in $scenarios; do
             # every other case starts without a kernel cache: builds are tried too
             [ $((N % 2)) -eq 0 ] && rm -rf "$W/cache"
             # shellcheck disable=SC2046
-            BN_FAULT="$class:$N" BN_FAULT_LOG="$W/log" LD_PRELOAD="$SHIM" $(cmd $sc "$d") >/dev/null 2>"$W/err"
+            BN_FAULT="$counted:$N" BN_FAULT_ERRNO=$fault_errno BN_FAULT_LOG="$W/log" LD_PRELOAD="$SHIM" \
+                $(cmd $sc "$d") >/dev/null 2>"$W/err"
             rc=$?
             what="$sc, $class #$N"
             grep -q '^fired' "$W/log" 2>/dev/null && fired=$((fired + 1))
@@ -156,7 +162,7 @@ for sc in $scenarios; do
                 fi
                 head -1 "$W/err" | grep -q "^bitnet-[a-z]*: " || problem="$problem; no message naming the tool"
                 case $class:$sc in
-                write:* | fsync:* | rename:*) allowed="3" ;;
+                write:* | write-eio:* | short:* | fsync:* | rename:*) allowed="3" ;;
                 malloc:*) allowed="1 3 4" ;;
                 cl*:bitlinear-opencl) allowed="4" ;;
                 cl*:bitlinear-auto) allowed="" ;; # auto must fall back

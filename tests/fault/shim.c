@@ -4,6 +4,10 @@
  *   BN_FAULT=CALL:N   the Nth call of class CALL fails (counting from 1):
  *       write    write, fwrite, fputc, fputs, fflush (never on stderr), as a
  *                full disk: ENOSPC (BN_FAULT_ERRNO=EIO for an I/O error)
+ *       short    write, fwrite of more than one byte (never on stderr): a
+ *                short count and no error; half the bytes asked for are
+ *                written (fwrite: the whole items among them are counted),
+ *                as write(2) may do and as a careless caller would not see
  *       fsync    fsync, fdatasync: EIO
  *       rename   rename: EIO
  *       malloc   malloc, calloc, realloc (non-zero sizes): NULL, ENOMEM
@@ -39,8 +43,8 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { C_WRITE, C_FSYNC, C_RENAME, C_MALLOC, C_CLBUF, C_CLRUN, C_CLBUILD, C_N };
-static const char *const names[C_N] = {"write", "fsync", "rename", "malloc", "clCreateBuffer",
+enum { C_WRITE, C_SHORT, C_FSYNC, C_RENAME, C_MALLOC, C_CLBUF, C_CLRUN, C_CLBUILD, C_N };
+static const char *const names[C_N] = {"write", "short", "fsync", "rename", "malloc", "clCreateBuffer",
                                        "clEnqueueNDRangeKernel", "clBuildProgram"};
 static unsigned long counts[C_N];
 static int fault_class = -1;
@@ -194,9 +198,12 @@ static void stream_error(FILE *f) { f->_flags |= 0x20; /* glibc _IO_ERR_SEEN: fe
 ssize_t write(int fd, const void *buf, size_t n)
 {
     REAL(ssize_t, write, (int, const void *, size_t));
-    if (fd != STDERR_FILENO && OURS() && hit(C_WRITE)) {
-        errno = write_errno;
-        return -1;
+    if (fd != STDERR_FILENO && OURS()) {
+        if (hit(C_WRITE)) {
+            errno = write_errno;
+            return -1;
+        }
+        if (n > 1 && hit(C_SHORT)) return real_write(fd, buf, n / 2);
     }
     return real_write(fd, buf, n);
 }
@@ -204,10 +211,15 @@ ssize_t write(int fd, const void *buf, size_t n)
 size_t fwrite(const void *buf, size_t size, size_t n, FILE *f)
 {
     REAL(size_t, fwrite, (const void *, size_t, size_t, FILE *));
-    if (!is_stderr(f) && size && n && OURS() && hit(C_WRITE)) {
-        errno = write_errno;
-        stream_error(f);
-        return 0;
+    size_t bytes;
+    if (!is_stderr(f) && size && n && OURS()) {
+        if (hit(C_WRITE)) {
+            errno = write_errno;
+            stream_error(f);
+            return 0;
+        }
+        if (!__builtin_mul_overflow(size, n, &bytes) && bytes > 1 && hit(C_SHORT))
+            return real_fwrite(buf, 1, bytes / 2, f) / size; /* no error flag: only the count says it */
     }
     return real_fwrite(buf, size, n, f);
 }

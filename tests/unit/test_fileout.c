@@ -2,7 +2,8 @@
  * test_fileout.c - bitnet_outfile: a regular target is replaced only at
  * commit (readers of the old file keep it whole until then), abort leaves it
  * byte for byte, the mode is kept, symbolic links are followed, directories
- * and unwritable targets are refused up front, a device is written directly,
+ * and unwritable targets are refused up front, a device and a listening Unix
+ * socket are written directly (the bytes arrive whole, the node stays),
  * unlink_pending removes every open temporary, and the temporary names are
  * recognised by bitnet_outfile_is_temp.
  */
@@ -14,8 +15,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -164,6 +170,87 @@ static void device_written_directly(void **state)
     assert_int_equal(temps(), 0);
 }
 
+/* The far end of a Unix socket: accepts one connection, reads it to EOF.
+ * Bounded in time: an implementation that never connects fails the test
+ * instead of hanging it. */
+typedef struct {
+    int listener;
+    unsigned char *got;
+    size_t cap, n;
+    int ok;
+} sock_reader;
+
+static void *read_socket(void *arg)
+{
+    sock_reader *r = arg;
+    struct pollfd p = {.fd = r->listener, .events = POLLIN};
+    if (poll(&p, 1, 20000) != 1) return NULL;
+    int fd = accept(r->listener, NULL, NULL);
+    if (fd < 0) return NULL;
+    struct timeval tv = {.tv_sec = 20};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    for (;;) {
+        ssize_t k = read(fd, r->got + r->n, r->cap - r->n);
+        if (k <= 0) {
+            r->ok = k == 0;
+            break;
+        }
+        r->n += (size_t)k;
+        if (r->n == r->cap) { /* more than was written: keep reading to EOF, then fail */
+            unsigned char spare[256];
+            r->ok = read(fd, spare, sizeof spare) == 0;
+            r->n += !r->ok;
+            break;
+        }
+    }
+    close(fd);
+    return NULL;
+}
+
+static void socket_written_directly(void **state)
+{
+    (void)state;
+    char path[128];
+    snprintf(path, sizeof path, "%s/sock", dir);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    assert_true(strlen(path) < sizeof sa.sun_path);
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    int l = socket(AF_UNIX, SOCK_STREAM, 0);
+    assert_true(l >= 0);
+    assert_int_equal(bind(l, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(l, 1), 0);
+
+    /* more than the socket's buffers hold: the writer must wait for the reader */
+    enum { N = 1 << 20 };
+    unsigned char *want = malloc(N);
+    sock_reader r = {.listener = l, .got = malloc(N + 1), .cap = N + 1};
+    assert_non_null(want);
+    assert_non_null(r.got);
+    for (size_t i = 0; i < N; i++) want[i] = (unsigned char)(i * 2654435761u >> 13);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, read_socket, &r), 0);
+
+    bitnet_outfile *o;
+    assert_int_equal(bitnet_outfile_check(path), BITNET_OK);
+    assert_int_equal(bitnet_outfile_open(&o, path), BITNET_OK);
+    assert_int_equal(temps(), 0); /* no temporary next to a socket */
+    assert_int_equal(fwrite(want, 1, N / 2, bitnet_outfile_stream(o)), N / 2);
+    for (size_t i = N / 2; i < N; i++) fputc(want[i], bitnet_outfile_stream(o));
+    assert_int_equal(bitnet_outfile_commit(o), BITNET_OK);
+    assert_int_equal(pthread_join(th, NULL), 0);
+    close(l);
+
+    assert_true(r.ok);
+    assert_int_equal(r.n, N);
+    assert_memory_equal(r.got, want, N);
+    struct stat sb;
+    assert_int_equal(lstat(path, &sb), 0);
+    assert_true(S_ISSOCK(sb.st_mode));
+    assert_int_equal(temps(), 0);
+    free(want);
+    free(r.got);
+}
+
 static void pending_unlinked(void **state)
 {
     (void)state;
@@ -199,6 +286,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(links_followed, setup, teardown),
         cmocka_unit_test_setup_teardown(refused_up_front, setup, teardown),
         cmocka_unit_test_setup_teardown(device_written_directly, setup, teardown),
+        cmocka_unit_test_setup_teardown(socket_written_directly, setup, teardown),
         cmocka_unit_test_setup_teardown(pending_unlinked, setup, teardown),
         cmocka_unit_test(temp_names),
     };

@@ -3,7 +3,8 @@
  * (PoCL in CI): embedded kernels against the reference, device selection,
  * the disk cache of binaries (hits, corruption), the buffer pool, fallback
  * under auto for every BITNET_TEST_FAIL step, errors under opencl, build
- * logs, launch limits, lazy creation, calibration and the roofline.
+ * logs, launch limits, lazy creation, calibration (its thresholds file
+ * written through a symbolic link: the link stays) and the roofline.
  * Every test skips when there is no OpenCL device.
  */
 #include <setjmp.h>
@@ -482,7 +483,7 @@ static void test_fallback_under_auto(void **state)
         if (warn_count != 1) fail_msg("step %s: %d warnings", steps[s], warn_count);
         assert_non_null(strstr(last_warn, "OpenCL failed in scale"));
         assert_non_null(strstr(last_warn, "running on the CPU from now on"));
-        assert_non_null(strstr(last_warn, "BITNET_TEST_FAIL"));
+        assert_non_null(strstr(last_warn, "simulated failure"));
         assert_int_equal(count_opencl_stats(be, "cpu"), 3);
         assert_int_equal(count_opencl_stats(be, "opencl"), 0);
         bitnet_backend_free(be);
@@ -613,6 +614,76 @@ static void test_calibrate(void **state)
     clean_env();
 }
 
+/* Temporaries of an output (bitnet_outfile_is_temp) in dir. */
+static int temps_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += bitnet_outfile_is_temp(e->d_name);
+    closedir(d);
+    return n;
+}
+
+/* The thresholds file is an output like any other: where it is a symbolic
+ * link, the link stays and the file it names gets the new content. */
+static void test_calibrate_through_link(void **state)
+{
+    (void)state;
+    NEED_DEVICE();
+    clean_env();
+    fresh_cache("calibrate-link");
+    setenv("BITNET_CALIBRATE_MAX", "65536", 1);
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "auto", 1), BITNET_OK);
+    char report[4096];
+    bitnet_status st = bitnet_backend_calibrate(be, report, sizeof report);
+    if (st != BITNET_OK) fail_msg("%s: %s", bitnet_strerror(st), bitnet_error_detail());
+    const char *p = strstr(report, "thresholds written to ");
+    assert_non_null(p);
+    char path[1024], cache[1024], kept[1024], target[1100];
+    snprintf(path, sizeof path, "%s", p + strlen("thresholds written to "));
+    path[strcspn(path, "\n")] = 0;
+    snprintf(cache, sizeof cache, "%s", path);
+    *strrchr(cache, '/') = 0;
+
+    /* the file moves elsewhere, a link takes its place */
+    snprintf(kept, sizeof kept, "%s/calibrate-link/kept", tmpdir);
+    assert_int_equal(mkdir(kept, 0755), 0);
+    snprintf(target, sizeof target, "%s/thresholds.json", kept);
+    FILE *f = fopen(target, "w");
+    assert_non_null(f);
+    fputs("old\n", f);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(symlink(target, path), 0);
+    struct stat before;
+    assert_int_equal(stat(target, &before), 0);
+
+    st = bitnet_backend_calibrate(be, report, sizeof report);
+    if (st != BITNET_OK) fail_msg("%s: %s", bitnet_strerror(st), bitnet_error_detail());
+    bitnet_backend_free(be);
+    struct stat sb;
+    assert_int_equal(lstat(path, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode)); /* still the link */
+    char link[1100];
+    ssize_t n = readlink(path, link, sizeof link - 1);
+    assert_true(n > 0);
+    link[n] = 0;
+    assert_string_equal(link, target);
+    assert_int_equal(stat(target, &sb), 0);
+    assert_true(sb.st_ino != before.st_ino); /* replaced whole by a rename, not rewritten in place */
+    json_error_t err;
+    json_t *doc = json_load_file(target, 0, &err); /* the new content, whole */
+    assert_non_null(doc);
+    assert_true(json_is_integer(json_object_get(json_object_get(doc, "thresholds"), "scale")));
+    json_decref(doc);
+    assert_int_equal(temps_in(cache), 0);
+    assert_int_equal(temps_in(kept), 0);
+    clean_env();
+}
+
 static void test_roofline(void **state)
 {
     (void)state;
@@ -667,6 +738,7 @@ int main(void)
         cmocka_unit_test(test_errors_under_opencl),
         cmocka_unit_test(test_build_log),
         cmocka_unit_test(test_calibrate),
+        cmocka_unit_test(test_calibrate_through_link),
         cmocka_unit_test(test_roofline),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -240,6 +240,7 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
     bitnet_status st;
 
     memset(row, 0, sizeof *row);
+    bitnet_error_clear(); /* a row's error note must not carry an earlier row's detail */
     snprintf(row->op, sizeof row->op, "%s", op->name);
     snprintf(row->variant, sizeof row->variant, "%s", variant ? variant : "");
     snprintf(c.variant, sizeof c.variant, "%s", row->variant);

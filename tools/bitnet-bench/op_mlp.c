@@ -35,10 +35,17 @@ static int layer_of(const char *name, const char *suffix)
 
 uint64_t bench_mlp_bytes(const bench_case *c);
 
+/* Reads the network; a file that is not one gets a message naming what is
+ * wrong (the status alone says only "malformed input"). */
 static bitnet_status load(mlp_state *s, const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return BITNET_E_IO;
+    FILE *f = NULL;
+    if (strcmp(path, "-") == 0) { /* read again for every configuration */
+        msg_err("--net -: the network must be a file, not standard input");
+        return BITNET_E_INVALID;
+    }
+    int rc = tool_in_open(path, &f); /* refuses a leftover temporary */
+    if (rc) return rc == EXIT_IO ? BITNET_E_IO : BITNET_E_INVALID;
     bitnet_reader *r = NULL;
     bitnet_tensor t = {0};
     int idx[MLP_MAX];
@@ -74,17 +81,23 @@ static bitnet_status load(mlp_state *s, const char *path)
     }
     if (st == BITNET_END) st = BITNET_OK;
     bitnet_reader_free(r);
-    fclose(f);
+    tool_in_close(f);
     for (int i = 0; st == BITNET_OK && i < s->n; i++) {
         const bitnet_tensor *w = &s->w[i];
         if (w->info.dtype != BITNET_T2 || w->info.rank != 2 || !s->b[i].data || !s->nw[i].data || !s->nb[i].data ||
             (w->info.scale_kind != BITNET_SCALE_TENSOR && w->info.scale_kind != BITNET_SCALE_ROW) ||
-            (i > 0 && s->w[i - 1].info.dims[0] != w->info.dims[1]))
+            (i > 0 && s->w[i - 1].info.dims[0] != w->info.dims[1])) {
+            msg_err("%s: layer %d: not a ternary MLP layer (2-D ternary weight with tensor or row scales, bias, "
+                    "norm.weight, norm.bias; input width the previous layer's output width)", path, idx[i]);
             st = BITNET_E_FORMAT;
+        }
         if (w->info.dims[0] > s->width) s->width = w->info.dims[0];
         if (w->info.dims[1] > s->width) s->width = w->info.dims[1];
     }
-    if (st == BITNET_OK && s->n == 0) st = BITNET_E_FORMAT;
+    if (st == BITNET_OK && s->n == 0) {
+        msg_err("%s: no tensor layers.N.weight: not a ternary MLP", path);
+        st = BITNET_E_FORMAT;
+    }
     return st;
 }
 

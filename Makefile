@@ -200,18 +200,19 @@ fuzz: $(FUZZ_BIN)
 # ---- torture: long campaigns (by hand; CI runs it with small budgets) ----------
 # CAMPAIGN_TIME bounds the full fault campaign (seconds), TORTURE_FUZZ_TIME
 # each fuzzer, FUZZ_GROW=1 merges new coverage into tests/fuzz/corpus/,
-# VALGRIND=0 skips memcheck.  Every harness tests/fuzz/fuzz_*.c
+# VALGRIND=0 skips memcheck, VALGRIND_TIME bounds it (seconds; 0, the default: no bound).  Every harness tests/fuzz/fuzz_*.c
 # is run, new ones included.
 TORTURE_FUZZ_TIME ?= 600
 CAMPAIGN_TIME ?= 600
 VALGRIND ?= 1
+VALGRIND_TIME ?= 0
 FUZZ_GROW ?= 1
 torture:
 	$(Q)sh tools/install-deps.sh --ci
 	$(Q)$(MAKE) --no-print-directory all
 	$(Q)$(MAKE) --no-print-directory SAN=1 all
 	$(Q)$(MAKE) --no-print-directory $(FUZZ_BIN)
-	$(Q)BUILD=$(BUILD) CAMPAIGN_TIME=$(CAMPAIGN_TIME) FUZZ_TIME=$(TORTURE_FUZZ_TIME) FUZZ_GROW=$(FUZZ_GROW) VALGRIND=$(VALGRIND) \
+	$(Q)BUILD=$(BUILD) CAMPAIGN_TIME=$(CAMPAIGN_TIME) FUZZ_TIME=$(TORTURE_FUZZ_TIME) FUZZ_GROW=$(FUZZ_GROW) VALGRIND=$(VALGRIND) VALGRIND_TIME=$(VALGRIND_TIME) \
 	  sh tests/torture.sh $(FUZZ_BIN)
 
 # ---- install -----------------------------------------------------------------

@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "bitnet.h"
+#include "testutil.h"
 
 static char dir[64];
 
@@ -64,18 +65,6 @@ static int same_text(const char *path, const char *text)
     return strcmp(buf, text) == 0;
 }
 
-/* Number of temporaries in dir. */
-static int temps(void)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) n += bitnet_outfile_is_temp(e->d_name);
-    closedir(d);
-    return n;
-}
-
 static void replace_and_abort(void **state)
 {
     (void)state;
@@ -88,10 +77,10 @@ static void replace_and_abort(void **state)
     fputs("new contents", bitnet_outfile_stream(o));
     fflush(bitnet_outfile_stream(o));
     assert_true(same_text(path, "old")); /* nothing visible before commit */
-    assert_int_equal(temps(), 1);
+    assert_int_equal(tu_temps_in(dir), 1);
     bitnet_outfile_abort(o);
     assert_true(same_text(path, "old"));
-    assert_int_equal(temps(), 0);
+    assert_int_equal(tu_temps_in(dir), 0);
 
     assert_int_equal(bitnet_outfile_open(&o, path), BITNET_OK);
     fputs("new contents", bitnet_outfile_stream(o));
@@ -100,7 +89,7 @@ static void replace_and_abort(void **state)
     struct stat sb;
     assert_int_equal(stat(path, &sb), 0);
     assert_int_equal(sb.st_mode & 07777, 0640);
-    assert_int_equal(temps(), 0);
+    assert_int_equal(tu_temps_in(dir), 0);
     bitnet_outfile_abort(NULL);
 }
 
@@ -167,7 +156,7 @@ static void device_written_directly(void **state)
     assert_int_equal(bitnet_outfile_commit(o), BITNET_E_IO);
     assert_int_equal(stat(full_path, &sb), 0);
     assert_true(S_ISCHR(sb.st_mode));
-    assert_int_equal(temps(), 0);
+    assert_int_equal(tu_temps_in(dir), 0);
 }
 
 /* The far end of a Unix socket: accepts one connection, reads it to EOF.
@@ -233,7 +222,7 @@ static void socket_written_directly(void **state)
     bitnet_outfile *o;
     assert_int_equal(bitnet_outfile_check(path), BITNET_OK);
     assert_int_equal(bitnet_outfile_open(&o, path), BITNET_OK);
-    assert_int_equal(temps(), 0); /* no temporary next to a socket */
+    assert_int_equal(tu_temps_in(dir), 0); /* no temporary next to a socket */
     assert_int_equal(fwrite(want, 1, N / 2, bitnet_outfile_stream(o)), N / 2);
     for (size_t i = N / 2; i < N; i++) fputc(want[i], bitnet_outfile_stream(o));
     assert_int_equal(bitnet_outfile_commit(o), BITNET_OK);
@@ -246,7 +235,7 @@ static void socket_written_directly(void **state)
     struct stat sb;
     assert_int_equal(lstat(path, &sb), 0);
     assert_true(S_ISSOCK(sb.st_mode));
-    assert_int_equal(temps(), 0);
+    assert_int_equal(tu_temps_in(dir), 0);
     free(want);
     free(r.got);
 }
@@ -260,9 +249,9 @@ static void pending_unlinked(void **state)
     bitnet_outfile *a, *b;
     assert_int_equal(bitnet_outfile_open(&a, p1), BITNET_OK);
     assert_int_equal(bitnet_outfile_open(&b, p2), BITNET_OK);
-    assert_int_equal(temps(), 2);
+    assert_int_equal(tu_temps_in(dir), 2);
     bitnet_outfile_unlink_pending(); /* what a signal handler calls */
-    assert_int_equal(temps(), 0);
+    assert_int_equal(tu_temps_in(dir), 0);
     bitnet_outfile_abort(a);
     bitnet_outfile_abort(b);
     assert_int_equal(access(p1, F_OK), -1);

@@ -614,18 +614,6 @@ static void test_calibrate(void **state)
     clean_env();
 }
 
-/* Temporaries of an output (bitnet_outfile_is_temp) in dir. */
-static int temps_in(const char *dir)
-{
-    DIR *d = opendir(dir);
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) n += bitnet_outfile_is_temp(e->d_name);
-    closedir(d);
-    return n;
-}
-
 /* The thresholds file is an output like any other: where it is a symbolic
  * link, the link stays and the file it names gets the new content. */
 static void test_calibrate_through_link(void **state)
@@ -679,8 +667,8 @@ static void test_calibrate_through_link(void **state)
     assert_non_null(doc);
     assert_true(json_is_integer(json_object_get(json_object_get(doc, "thresholds"), "scale")));
     json_decref(doc);
-    assert_int_equal(temps_in(cache), 0);
-    assert_int_equal(temps_in(kept), 0);
+    assert_int_equal(tu_temps_in(cache), 0);
+    assert_int_equal(tu_temps_in(kept), 0);
     clean_env();
 }
 

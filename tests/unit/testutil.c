@@ -1,6 +1,10 @@
 /* testutil.c - see testutil.h. */
 #include "testutil.h"
 
+#include "bitnet.h"
+
+#include <dirent.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -48,4 +52,15 @@ void tu_t2_pack(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2)
             *p = (uint8_t)((*p & ~(3u << (2 * k))) | ((unsigned)(q[o * in + c] + 1) << (2 * k)));
         }
     }
+}
+
+int tu_temps_in(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) n += bitnet_outfile_is_temp(e->d_name);
+    closedir(d);
+    return n;
 }

@@ -1,0 +1,321 @@
+/*
+ * latency.c - what fixed costs an OpenCL driver puts around a call, measured
+ * on the first GPU (or the device named by LATENCY_DEVICE=index): the wait
+ * on an idle queue, kernels back to back with and without events and
+ * profiling, the gaps between them on the device, small reads and writes
+ * from pinned and pageable memory, and the ways to wait for a result.
+ * Medians of REPS rounds after a warm-up, in microseconds.  A probe for the
+ * GPU machine (tests/device/), not part of the library or its tests.
+ *
+ *   cc -O2 -o latency tests/device/latency.c -lOpenCL
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define REPS 300
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp_d);
+    return v[n / 2];
+}
+
+#define CK(x)                                                                  \
+    do {                                                                       \
+        cl_int e_ = (x);                                                       \
+        if (e_ != CL_SUCCESS) {                                                \
+            fprintf(stderr, "%s failed: %d (line %d)\n", #x, (int)e_, __LINE__); \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+static const char *src =
+    "__kernel void empty(__global float *p) { if (get_global_id(0) == 0xffffffffu) p[0] = 1.0f; }\n"
+    "__kernel void spin(__global float *p, int n) {\n"
+    "  float a = p[get_global_id(0)];\n"
+    "  for (int i = 0; i < n; i++) a = a * 0.999f + 0.001f;\n"
+    "  p[get_global_id(0)] = a; }\n";
+
+static cl_context ctx;
+static cl_device_id dev;
+static cl_command_queue qp, qn; /* profiling, plain */
+static cl_kernel kempty, kspin;
+static cl_mem dbuf, dsmall;
+
+/* n empty kernels on q (events kept when ev), then the wait of `how`:
+ * 0 clFinish, 1 blocking 4-byte read into pageable, 2 non-blocking read into
+ * pinned + clWaitForEvents, 3 blocking read of `rbytes` into pageable,
+ * 4 non-blocking read of rbytes into pinned + clWaitForEvents. */
+static double round_trip(cl_command_queue q, int n, int ev, int how, void *pinned, void *pageable, size_t rbytes)
+{
+    cl_event evs[16];
+    const size_t g = 128, l = 128;
+    const double t0 = now_us();
+    for (int i = 0; i < n; i++) CK(clEnqueueNDRangeKernel(q, kempty, 1, NULL, &g, &l, 0, NULL, ev ? &evs[i] : NULL));
+    cl_event r = NULL;
+    switch (how) {
+    case 0: CK(clFinish(q)); break;
+    case 1: CK(clEnqueueReadBuffer(q, dsmall, CL_TRUE, 0, 4, pageable, 0, NULL, NULL)); break;
+    case 2:
+        CK(clEnqueueReadBuffer(q, dsmall, CL_FALSE, 0, 4, pinned, 0, NULL, &r));
+        CK(clWaitForEvents(1, &r));
+        clReleaseEvent(r);
+        break;
+    case 3: CK(clEnqueueReadBuffer(q, dbuf, CL_TRUE, 0, rbytes, pageable, 0, NULL, NULL)); break;
+    case 4:
+        CK(clEnqueueReadBuffer(q, dbuf, CL_FALSE, 0, rbytes, pinned, 0, NULL, &r));
+        CK(clWaitForEvents(1, &r));
+        clReleaseEvent(r);
+        break;
+    }
+    const double t = now_us() - t0;
+    for (int i = 0; ev && i < n; i++) clReleaseEvent(evs[i]);
+    return t;
+}
+
+static void report(const char *what, cl_command_queue q, int n, int ev, int how, void *pinned, void *pageable,
+                   size_t rbytes)
+{
+    double v[REPS];
+    for (int i = 0; i < 20; i++) round_trip(q, n, ev, how, pinned, pageable, rbytes);
+    for (int i = 0; i < REPS; i++) v[i] = round_trip(q, n, ev, how, pinned, pageable, rbytes);
+    const double lo = v[0];
+    (void)lo;
+    printf("%-72s %8.1f us\n", what, median(v, REPS));
+}
+
+/* device-side gaps: n kernels on the profiling queue, end(i) -> start(i+1) */
+static void gaps(int n)
+{
+    double gap[REPS], span[REPS], lat[REPS];
+    const size_t g = 128, l = 128;
+    for (int r = 0; r < REPS; r++) {
+        cl_event evs[16];
+        for (int i = 0; i < n; i++) CK(clEnqueueNDRangeKernel(qp, kempty, 1, NULL, &g, &l, 0, NULL, &evs[i]));
+        CK(clFinish(qp));
+        cl_ulong s[16], e[16], qd = 0;
+        for (int i = 0; i < n; i++) {
+            CK(clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_START, sizeof s[i], &s[i], NULL));
+            CK(clGetEventProfilingInfo(evs[i], CL_PROFILING_COMMAND_END, sizeof e[i], &e[i], NULL));
+        }
+        CK(clGetEventProfilingInfo(evs[0], CL_PROFILING_COMMAND_QUEUED, sizeof qd, &qd, NULL));
+        double gs = 0;
+        for (int i = 1; i < n; i++) gs += (double)(s[i] - e[i - 1]) / 1e3;
+        gap[r] = n > 1 ? gs / (n - 1) : 0;
+        span[r] = (double)(e[n - 1] - s[0]) / 1e3;
+        lat[r] = (double)(s[0] - qd) / 1e3;
+        for (int i = 0; i < n; i++) clReleaseEvent(evs[i]);
+    }
+    printf("device: %d empty kernels: mean gap end->start %6.1f us, span %6.1f us, queued->start of the first %6.1f us\n",
+           n, median(gap, REPS), median(span, REPS), median(lat, REPS));
+}
+
+static void transfers(void *pinned, void *pageable)
+{
+    const size_t sizes[] = {4, 4096, 65536, 262144, 1u << 20, 8u << 20};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t b = sizes[k];
+        double v[4][REPS];
+        for (int r = 0; r < REPS; r++) {
+            double t0 = now_us();
+            CK(clEnqueueWriteBuffer(qn, dbuf, CL_TRUE, 0, b, pageable, 0, NULL, NULL));
+            v[0][r] = now_us() - t0;
+            t0 = now_us();
+            CK(clEnqueueWriteBuffer(qn, dbuf, CL_TRUE, 0, b, pinned, 0, NULL, NULL));
+            v[1][r] = now_us() - t0;
+            t0 = now_us();
+            CK(clEnqueueReadBuffer(qn, dbuf, CL_TRUE, 0, b, pageable, 0, NULL, NULL));
+            v[2][r] = now_us() - t0;
+            t0 = now_us();
+            CK(clEnqueueReadBuffer(qn, dbuf, CL_TRUE, 0, b, pinned, 0, NULL, NULL));
+            v[3][r] = now_us() - t0;
+        }
+        printf("blocking %8zu B: write pageable %7.1f, pinned %7.1f; read pageable %7.1f, pinned %7.1f us\n", b,
+               median(v[0], REPS), median(v[1], REPS), median(v[2], REPS), median(v[3], REPS));
+    }
+}
+
+/* the caller's view of one op: write x (pinned, non-blocking), n kernels, read y */
+static void op_like(int n, size_t xb, size_t yb, int ev, cl_command_queue q, void *pinned, const char *what)
+{
+    double v[REPS];
+    const size_t g = 128, l = 128;
+    for (int r = 0; r < REPS + 20; r++) {
+        cl_event evs[18], rd;
+        int ne = 0;
+        const double t0 = now_us();
+        CK(clEnqueueWriteBuffer(q, dbuf, CL_FALSE, 0, xb, pinned, 0, NULL, ev ? &evs[ne++] : NULL));
+        for (int i = 0; i < n; i++) CK(clEnqueueNDRangeKernel(q, kempty, 1, NULL, &g, &l, 0, NULL, ev ? &evs[ne++] : NULL));
+        CK(clEnqueueReadBuffer(q, dbuf, CL_FALSE, 1u << 22, yb, (char *)pinned + (1u << 22), 0, NULL, &rd));
+        CK(clWaitForEvents(1, &rd));
+        clReleaseEvent(rd);
+        if (r >= 20) v[r - 20] = now_us() - t0;
+        for (int i = 0; i < ne; i++) clReleaseEvent(evs[i]);
+    }
+    printf("%-72s %8.1f us\n", what, median(v, REPS));
+}
+
+/* a kernel of known device time, then a 64 KB read: the host's view past the kernel */
+static void spin_then_read(cl_command_queue q, void *pinned, int iters)
+{
+    double v[REPS], kt[REPS];
+    const size_t g = 132 * 1024, l = 256;
+    CK(clSetKernelArg(kspin, 1, sizeof iters, &iters));
+    for (int r = 0; r < REPS + 20; r++) {
+        cl_event ek, rd;
+        const double t0 = now_us();
+        CK(clEnqueueNDRangeKernel(q, kspin, 1, NULL, &g, &l, 0, NULL, &ek));
+        CK(clEnqueueReadBuffer(q, dbuf, CL_FALSE, 0, 65536, pinned, 0, NULL, &rd));
+        CK(clWaitForEvents(1, &rd));
+        const double t = now_us() - t0;
+        cl_ulong s = 0, e = 0;
+        clGetEventProfilingInfo(ek, CL_PROFILING_COMMAND_START, sizeof s, &s, NULL);
+        clGetEventProfilingInfo(ek, CL_PROFILING_COMMAND_END, sizeof e, &e, NULL);
+        if (r >= 20) {
+            v[r - 20] = t;
+            kt[r - 20] = (double)(e - s) / 1e3;
+        }
+        clReleaseEvent(ek);
+        clReleaseEvent(rd);
+    }
+    printf("spin kernel (%d iters) + 64 KB pinned read: kernel %7.1f us, wall %7.1f us\n", iters, median(kt, REPS),
+           median(v, REPS));
+}
+
+int main(void)
+{
+    cl_platform_id plats[8];
+    cl_uint np = 0;
+    CK(clGetPlatformIDs(8, plats, &np));
+    int want = getenv("LATENCY_DEVICE") ? atoi(getenv("LATENCY_DEVICE")) : -1, at = 0, found = 0;
+    for (cl_uint p = 0; p < np && !found; p++) {
+        cl_device_id ds[8];
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 8, ds, &nd) != CL_SUCCESS) continue;
+        for (cl_uint i = 0; i < nd && !found; i++, at++) {
+            cl_device_type t;
+            clGetDeviceInfo(ds[i], CL_DEVICE_TYPE, sizeof t, &t, NULL);
+            if ((want < 0 && (t & CL_DEVICE_TYPE_GPU)) || want == at) {
+                dev = ds[i];
+                found = 1;
+            }
+        }
+    }
+    if (!found) {
+        fprintf(stderr, "latency: no device\n");
+        return 1;
+    }
+    char name[256];
+    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+    printf("device: %s\n", name);
+    cl_int err;
+    ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    CK(err);
+    qp = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    CK(err);
+    qn = clCreateCommandQueue(ctx, dev, 0, &err);
+    CK(err);
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    CK(err);
+    CK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));
+    kempty = clCreateKernel(prog, "empty", &err);
+    CK(err);
+    kspin = clCreateKernel(prog, "spin", &err);
+    CK(err);
+    dbuf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64u << 20, NULL, &err);
+    CK(err);
+    dsmall = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
+    CK(err);
+    CK(clSetKernelArg(kempty, 0, sizeof dsmall, &dsmall));
+    CK(clSetKernelArg(kspin, 0, sizeof dbuf, &dbuf));
+    cl_mem pm = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, 16u << 20, NULL, &err);
+    CK(err);
+    void *pinned = clEnqueueMapBuffer(qn, pm, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, 16u << 20, 0, NULL, NULL, &err);
+    CK(err);
+    void *pageable = malloc(16u << 20);
+    memset(pageable, 1, 16u << 20);
+    memset(pinned, 1, 16u << 20);
+
+    double v[REPS];
+    for (int i = 0; i < REPS; i++) {
+        const double t0 = now_us();
+        clFinish(qp);
+        v[i] = now_us() - t0;
+    }
+    printf("%-72s %8.1f us\n", "clFinish on an idle queue", median(v, REPS));
+    const size_t g = 128, l = 128;
+    for (int i = 0; i < REPS; i++) {
+        const double t0 = now_us();
+        clEnqueueNDRangeKernel(qn, kempty, 1, NULL, &g, &l, 0, NULL, NULL);
+        v[i] = now_us() - t0;
+    }
+    clFinish(qn);
+    printf("%-72s %8.1f us\n", "clEnqueueNDRangeKernel alone (plain queue, no event)", median(v, REPS));
+    for (int i = 0; i < REPS; i++) {
+        cl_event e;
+        const double t0 = now_us();
+        clEnqueueNDRangeKernel(qp, kempty, 1, NULL, &g, &l, 0, NULL, &e);
+        v[i] = now_us() - t0;
+        clReleaseEvent(e);
+    }
+    clFinish(qp);
+    printf("%-72s %8.1f us\n", "clEnqueueNDRangeKernel alone (profiling queue, event)", median(v, REPS));
+    for (int i = 0; i < REPS; i++) {
+        const double t0 = now_us();
+        clSetKernelArg(kempty, 0, sizeof dsmall, &dsmall);
+        size_t wg;
+        clGetKernelWorkGroupInfo(kempty, dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof wg, &wg, NULL);
+        v[i] = now_us() - t0;
+    }
+    printf("%-72s %8.2f us\n", "clSetKernelArg + clGetKernelWorkGroupInfo", median(v, REPS));
+
+    const int ns[] = {1, 3, 6};
+    for (int k = 0; k < 3; k++) {
+        char what[128];
+        const int n = ns[k];
+        snprintf(what, sizeof what, "%d empty kernels + clFinish, plain queue, no events", n);
+        report(what, qn, n, 0, 0, pinned, pageable, 0);
+        snprintf(what, sizeof what, "%d empty kernels + clFinish, profiling queue, events", n);
+        report(what, qp, n, 1, 0, pinned, pageable, 0);
+        snprintf(what, sizeof what, "%d empty kernels + blocking 4 B read (pageable), plain queue", n);
+        report(what, qn, n, 0, 1, pinned, pageable, 0);
+        snprintf(what, sizeof what, "%d empty kernels + 4 B read (pinned) + clWaitForEvents, plain queue", n);
+        report(what, qn, n, 0, 2, pinned, pageable, 0);
+        snprintf(what, sizeof what, "%d empty kernels + 64 KB blocking read (pageable), profiling, events", n);
+        report(what, qp, n, 1, 3, pinned, pageable, 65536);
+        snprintf(what, sizeof what, "%d empty kernels + 64 KB read (pinned) + wait, profiling, events", n);
+        report(what, qp, n, 1, 4, pinned, pageable, 65536);
+        snprintf(what, sizeof what, "%d empty kernels + 64 KB read (pinned) + wait, plain, no events", n);
+        report(what, qn, n, 0, 4, pinned, pageable, 65536);
+    }
+    gaps(2);
+    gaps(6);
+    transfers(pinned, pageable);
+    op_like(1, 65536, 65536, 1, qp, pinned, "op: 64 KB write, 1 kernel, 64 KB read (pinned), profiling+events");
+    op_like(1, 65536, 65536, 0, qn, pinned, "op: 64 KB write, 1 kernel, 64 KB read (pinned), plain");
+    op_like(4, 65536, 65536, 1, qp, pinned, "op: 64 KB write, 4 kernels, 64 KB read (pinned), profiling+events");
+    op_like(4, 65536, 65536, 0, qn, pinned, "op: 64 KB write, 4 kernels, 64 KB read (pinned), plain");
+    op_like(4, 1u << 20, 1u << 20, 0, qn, pinned, "op: 1 MB write, 4 kernels, 1 MB read (pinned), plain");
+    spin_then_read(qp, pinned, 0);
+    spin_then_read(qp, pinned, 2000);
+    spin_then_read(qp, pinned, 20000);
+    return 0;
+}

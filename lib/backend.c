@@ -235,7 +235,21 @@ bitnet_status bn_backend_ensure_ocl(bitnet_backend *be)
     if (be->ocl) return BITNET_OK;
     const bn_host host = {be, stats_add_kernel, stats_add_transfer, host_log};
     bitnet_status st = bn_ocl_create(&be->ocl, be->ocl_index, &host);
+    if (st == BITNET_OK && be->profiling && (st = bn_ocl_set_profiling(be->ocl, 1)) != BITNET_OK) {
+        bn_ocl_free(be->ocl);
+        be->ocl = NULL;
+    }
     if (st == BITNET_OK) describe_update(be);
+    return st;
+}
+
+bitnet_status bitnet_backend_set_profiling(bitnet_backend *be, int on)
+{
+    if (!be) return bn_fail(BITNET_E_INVALID, "bitnet_backend_set_profiling: NULL backend");
+    pthread_mutex_lock(&be->op_mu);
+    be->profiling = on != 0;
+    const bitnet_status st = be->ocl ? bn_ocl_set_profiling(be->ocl, be->profiling) : BITNET_OK;
+    pthread_mutex_unlock(&be->op_mu);
     return st;
 }
 

@@ -42,6 +42,7 @@ struct bitnet_backend {
     int ocl_disabled;       /* auto: no device, or a failure made us fall back */
     int warned;             /* the one fallback warning was given */
     int force;              /* BN_FORCE_*: calibration and roofline */
+    int profiling;          /* bitnet_backend_set_profiling: applied to the device when it is made */
     uint64_t threshold[BN_N_OPS];
     uint64_t floor;         /* auto: below this no op looks at OpenCL at all */
     char device_key[17];    /* hex hash naming the thresholds file */

@@ -481,6 +481,14 @@ bitnet_status bitnet_scale(bitnet_backend *be, const float *x, uint64_t n, float
 bitnet_status bitnet_scale_ref(const float *x, uint64_t n, float alpha, float *y);
 /* Clears the op statistics (bench: between configurations). */
 void bitnet_backend_stats_reset(bitnet_backend *be);
+/* Device kernel times (bitnet_op_stats.kernel_ms and the transfer times of
+ * an OpenCL device) need profiling, which is off unless turned on here
+ * (tools turn it on for --stats; bitnet-bench for its kernel timer).  It
+ * costs: on NVIDIA's driver every command then carries an event and
+ * timestamps, which more than doubled the fixed cost of a small call.
+ * Without it OpenCL ops report calls and bytes, and 0 ms.  Switching waits
+ * for the ops enqueued so far.  No effect on the CPU backend. */
+bitnet_status bitnet_backend_set_profiling(bitnet_backend *be, int on);
 
 /* The cache directory ($XDG_CACHE_HOME/bitnet or ~/.cache/bitnet) into buf. */
 const char *bitnet_cache_dir(char *buf, size_t size);

@@ -168,6 +168,12 @@ int tool_backend(const tool_dev_args *dev, bitnet_backend **be)
         return tool_fail(st, "cannot use device '%s'", spec ? spec : getenv("BITNET_DEVICE") ? getenv("BITNET_DEVICE") : "cpu");
     }
     bitnet_backend_set_log(*be, log_to_stderr, NULL);
+    /* --stats reports kernel times: they need profiling (off by default, it costs) */
+    if (dev->stats && dev->stats->count && (st = bitnet_backend_set_profiling(*be, 1)) != BITNET_OK) {
+        bitnet_backend_free(*be);
+        *be = NULL;
+        return tool_fail(st, "--stats");
+    }
     msg_info("device: %s", bitnet_backend_describe(*be));
     return EXIT_OK;
 }

@@ -45,6 +45,7 @@ bitnet_status bn_blas_begin(bn_ocl *o, cl_event *mark)
     *mark = NULL;
     if (bn_test_fail("run"))
         return bn_cl_fail_test(CL_OUT_OF_RESOURCES, "CLBlast routine", __FILE__, __LINE__);
+    if (!bn_ocl_profiling(o)) return BITNET_OK; /* the marker only times the routine */
     cl_int err = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, mark);
     if (err != CL_SUCCESS) return bn_cl_fail(err, "clEnqueueMarkerWithWaitList(queue, ...)", __FILE__, __LINE__);
     return BITNET_OK;

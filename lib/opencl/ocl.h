@@ -84,10 +84,16 @@ void bn_ocl_buffer_free(void *ctx, void *handle);
 bitnet_status bn_ocl_buffer_write(void *ctx, void *handle, size_t offset, const void *src, size_t bytes);
 bitnet_status bn_ocl_buffer_read(void *ctx, void *handle, size_t offset, void *dst, size_t bytes);
 bitnet_status bn_ocl_sync(void *ctx);
-/* Enqueues k (global/local may be NULL for local) with profiling; the kernel
- * time is added to the stats of `op` when the queue is finished. */
+/* Enqueues k (global/local may be NULL for local); with profiling on, the
+ * kernel time is added to the stats of `op` when the queue is finished. */
 bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *global, const size_t *local, const char *op);
 bitnet_status bn_ocl_finish(bn_ocl *o);
+/* Profiling (off after bn_ocl_create): on, the queue is remade with
+ * CL_QUEUE_PROFILING_ENABLE and every command carries an event whose times
+ * go to the kernel_time and transfer callbacks.  Switching waits for the
+ * queue. */
+bitnet_status bn_ocl_set_profiling(bn_ocl *o, int on);
+int bn_ocl_profiling(const bn_ocl *o);
 /* clSetKernelArg for each (size, pointer) pair: bn_ocl_args(o, k, n, sz0, p0, sz1, p1, ...). */
 bitnet_status bn_ocl_args(bn_ocl *o, cl_kernel k, int n, ...);
 

@@ -60,6 +60,7 @@ struct bn_ocl {
     cl_device_id device;
     cl_context ctx;
     cl_command_queue queue;
+    int profiling;  /* queue made with CL_QUEUE_PROFILING_ENABLE; kernels then carry events */
     bn_ocl_caps caps;
     bn_ocl_prog *progs;
     size_t nprogs;

@@ -32,9 +32,21 @@ static bitnet_status best_kernel_ms(bn_ocl *o, cl_kernel k, size_t global, size_
     return BITNET_OK;
 }
 
+static bitnet_status bandwidth(bn_ocl *o, uint64_t bytes, double *copy_gbs, double *read_gbs);
+
+/* Timed by profiling events: on for the measurement, as it was after. */
 bitnet_status bn_ocl_bandwidth(bn_ocl *o, uint64_t bytes, double *copy_gbs, double *read_gbs)
 {
     *copy_gbs = *read_gbs = 0;
+    const int was = bn_ocl_profiling(o);
+    bitnet_status st = bn_ocl_set_profiling(o, 1);
+    if (st == BITNET_OK) st = bandwidth(o, bytes, copy_gbs, read_gbs);
+    const bitnet_status s2 = bn_ocl_set_profiling(o, was);
+    return st != BITNET_OK ? st : s2;
+}
+
+static bitnet_status bandwidth(bn_ocl *o, uint64_t bytes, double *copy_gbs, double *read_gbs)
+{
     size_t sz;
     if (bn_u64_to_size(bytes, &sz) || sz < 16) return bn_fail(BITNET_E_INVALID, "bandwidth: bad size %llu", (unsigned long long)bytes);
     size_t n4 = sz / 16;

@@ -108,9 +108,19 @@ static void test_scale_on_opencl(void **state)
     assert_int_equal(bitnet_backend_create(&be, "opencl", 2), BITNET_OK);
     assert_non_null(strstr(bitnet_backend_describe(be), "opencl:"));
     static const uint64_t sizes[] = {1, 3, 17, 255, 4097, 1u << 20};
+    /* profiling off (the default): calls and bytes are counted, no kernel time */
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) check_scale(be, sizes[i], (uint32_t)i + 1);
     bitnet_op_stats st[8];
     size_t n = bitnet_backend_op_stats(be, st, 8);
+    assert_int_equal(n, 1);
+    assert_int_equal(st[0].calls, 6);
+    assert_int_equal(st[0].h2d_bytes, (1 + 3 + 17 + 255 + 4097 + (1u << 20)) * 4);
+    assert_true(st[0].kernel_ms == 0);
+    /* on: the same calls, and the kernel time of each */
+    bitnet_backend_stats_reset(be);
+    assert_int_equal(bitnet_backend_set_profiling(be, 1), BITNET_OK);
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) check_scale(be, sizes[i], (uint32_t)i + 1);
+    n = bitnet_backend_op_stats(be, st, 8);
     assert_int_equal(n, 1);
     assert_string_equal(st[0].op, "scale");
     assert_string_equal(st[0].device, "opencl");

@@ -154,24 +154,52 @@ bitnet_status bn_ocl_defer_check_n(bn_ocl *o, cl_mem flag, size_t n, const char 
     return BITNET_OK;
 }
 
-/* Reads every flag (the queue is idle); the first one set is the error. */
-static bitnet_status run_checks(bn_ocl *o)
+/* The flags' reads, enqueued behind the ops before the wait of a read or a
+ * sync, so that one wait brings the data and the flags (a second blocking
+ * read cost another round trip to the device). */
+typedef struct {
+    cl_uint *v; /* every check's flags, one after the other */
+    bitnet_status st;
+} check_reads;
+
+static void checks_enqueue(bn_ocl *o, check_reads *r)
 {
-    bitnet_status st = BITNET_OK;
+    r->v = NULL;
+    r->st = BITNET_OK;
+    size_t total = 0;
+    for (size_t i = 0; i < o->nchecks; i++) total += o->checks[i].n;
+    if (!total) return;
+    if (!(r->v = calloc(total, sizeof *r->v))) {
+        r->st = bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
+        return;
+    }
+    cl_uint *at = r->v;
+    for (size_t i = 0; i < o->nchecks && r->st == BITNET_OK; i++) {
+        const size_t n = o->checks[i].n;
+        cl_int err = clEnqueueReadBuffer(o->queue, o->checks[i].flag, CL_FALSE, 0, n * sizeof *at, at, 0, NULL, NULL);
+        if (err != CL_SUCCESS)
+            r->st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, flag, CL_FALSE, ...)", __FILE__, __LINE__);
+        at += n;
+    }
+}
+
+/* After the wait (waited: the queue is idle up to the reads): the first flag
+ * set is the error; every flag goes back to the pool. */
+static bitnet_status checks_finish(bn_ocl *o, check_reads *r, int waited)
+{
+    bitnet_status st = r->st;
+    if (!waited && r->v) clFinish(o->queue); /* the reads must land before v is freed */
+    const cl_uint *at = r->v;
     for (size_t i = 0; i < o->nchecks; i++) {
         const size_t n = o->checks[i].n;
-        cl_uint *v = st == BITNET_OK ? calloc(n, sizeof *v) : NULL;
-        if (st == BITNET_OK && !v) st = bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
-        if (v) {
-            cl_int err = clEnqueueReadBuffer(o->queue, o->checks[i].flag, CL_TRUE, 0, n * sizeof *v, v, 0, NULL, NULL);
-            if (err != CL_SUCCESS) st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, flag, CL_TRUE, ...)", __FILE__, __LINE__);
-            for (size_t j = 0; st == BITNET_OK && j < n; j++)
-                if (v[j]) st = bn_fail(BITNET_E_NUMERIC, "%s (found after the op was enqueued)", o->checks[i].what);
-            free(v);
-        }
+        for (size_t j = 0; st == BITNET_OK && waited && at && j < n; j++)
+            if (at[j]) st = bn_fail(BITNET_E_NUMERIC, "%s (found after the op was enqueued)", o->checks[i].what);
+        if (at) at += n;
         bn_ocl_release(o, o->checks[i].flag);
     }
     o->nchecks = 0;
+    free(r->v);
+    r->v = NULL;
     return st;
 }
 
@@ -203,15 +231,20 @@ bitnet_status bn_ocl_buffer_write(void *ctx, void *handle, size_t offset, const 
 bitnet_status bn_ocl_buffer_read(void *ctx, void *handle, size_t offset, void *dst, size_t bytes)
 {
     bn_ocl *o = ctx;
+    check_reads r;
+    checks_enqueue(o, &r);
+    /* the download waits for its last read, which the flags' reads precede */
     bitnet_status st = bn_ocl_download(o, (cl_mem)handle, offset, dst, bytes);
-    bitnet_status c = o->nchecks ? run_checks(o) : BITNET_OK;
+    bitnet_status c = checks_finish(o, &r, st == BITNET_OK);
     return st != BITNET_OK ? st : c;
 }
 
 bitnet_status bn_ocl_sync(void *ctx)
 {
     bn_ocl *o = ctx;
+    check_reads r;
+    checks_enqueue(o, &r);
     bitnet_status st = bn_ocl_finish(o);
-    bitnet_status c = o->nchecks ? run_checks(o) : BITNET_OK;
+    bitnet_status c = checks_finish(o, &r, st == BITNET_OK);
     return st != BITNET_OK ? st : c;
 }

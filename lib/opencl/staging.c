@@ -14,8 +14,20 @@
 #include <string.h>
 
 #define PIN_MIN (64u << 10)
-#define PIN_PIECE (8u << 20)   /* a download's piece; an upload's largest staging copy */
+#define PIN_PIECE (8u << 20)   /* a download's largest piece; an upload's largest staging copy */
 #define PIN_CAP (256u << 20)   /* staging memory held at most (beyond it: wait for the oldest) */
+
+/* A transfer of `bytes` goes in about four pieces (256 KiB to 8 MiB each),
+ * so that the host's copy of one piece overlaps the device's of the next:
+ * in one piece a 3.7 MB download waited for the whole copy down before the
+ * host copied any of it out. */
+static size_t piece_for(size_t bytes)
+{
+    size_t p = bytes / 4;
+    if (p < (256u << 10)) p = 256u << 10;
+    if (p > PIN_PIECE) p = PIN_PIECE;
+    return (p + 4095) & ~(size_t)4095;
+}
 
 static int pin_free(bn_ocl_pin *p)
 {
@@ -104,8 +116,9 @@ void bn_ocl_staging_free(bn_ocl *o)
 
 bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes)
 {
+    const size_t piece = piece_for(bytes);
     for (size_t at = 0; at < bytes;) {
-        const size_t n = bytes - at < PIN_PIECE ? bytes - at : PIN_PIECE;
+        const size_t n = bytes - at < piece ? bytes - at : piece;
         size_t pi;
         bitnet_status st = pin_get(o, n, -1, &pi);
         if (st != BITNET_OK) return st;
@@ -148,7 +161,7 @@ bitnet_status bn_ocl_download_tail(bn_ocl *o, cl_mem m, size_t offset, void *dst
 {
     const size_t bytes = dst_bytes + tail_bytes;
     if (bytes == 0) return bn_ocl_finish(o);
-    const size_t piece = bytes < PIN_PIECE ? bytes : PIN_PIECE, n = (bytes + piece - 1) / piece;
+    const size_t piece = bytes < piece_for(bytes) ? bytes : piece_for(bytes), n = (bytes + piece - 1) / piece;
     size_t pi[2] = {0, 0};
     cl_event ev[2] = {NULL, NULL};
     bitnet_status st = pin_get(o, piece, -1, &pi[0]);

@@ -546,19 +546,23 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
 }
 #endif
 
-/* BitLinear's activations, prepared on the device in two passes over a
- * grid of (work-groups of Q_AWG items) x tokens, so that one token is spread
- * over the whole device.  Pass 1: the absmax bits of each token's row,
- * combined with atomic_max into mx[t] (zeroed before; the max of the bits
- * is order-free, so exact), and sum[t] = 0.  Pass 2: row t quantized as
- * q_acts does into a row of xstride int8 codes (zero past cols), the int32
- * sum of its codes added into sum[t] (integers: exact in any order), and
- * from the first work-group s[t] and flag[flag_off + t] (1 when the row
- * holds NaN or Inf, else 0; written either way). */
-#ifndef Q_AWG
-#define Q_AWG 256
+/* BitLinear's float activations, one work-group of Q_RWG items (a power of
+ * two, set by the host from the device's limit) per token: the absmax bits
+ * of row t (the max of the bits is order-free, so exact), then the row
+ * quantized as q_acts does into a row of xstride int8 codes (zero past
+ * cols), the int32 sum of its codes into sum[t], s[t], and
+ * flag[flag_off + t] (1 when the row holds NaN or Inf, else 0; written
+ * either way).  One command per call: a token's row (a few tens of KB) is
+ * read twice by one work-group.  It replaced a zero fill and two passes
+ * spread over the device (q_absmax_rows, q_acts_pad): on an H100, kernel
+ * times of BitLinear with row scales, weights kept, one device call
+ * alternating the two (2026-11-25): 16384x16384 40.4 us against 45.0 at
+ * 1 token, 49.3 against 56.0 at 8; 4096x14336 22.8 against 25.5 at 1 token,
+ * 93.5 against 101.8 at 64.  With one float load per item in flight it was
+ * slower than the two passes at one token (49.2 against 45.2 us). */
+#ifndef Q_RWG
+#define Q_RWG 256
 #endif
-#define Q_AITEMS 4 /* elements per work-item and pass */
 
 /* The sum of every work-item's v over a work-group of n items (a power of
  * two); every item gets it. */
@@ -573,53 +577,76 @@ inline int q_group_isum(__local int *red, uint lid, uint n, int v)
     return red[0];
 }
 
-__kernel void q_absmax_rows(__global const float *x, bn_size cols, __global uint *mx, __global int *sum)
+/* The largest absolute value's bits of a float4 (NaN and Inf above 0x7f800000 - 1). */
+inline uint q_amax4(float4 v)
 {
-    __local uint red[Q_AWG];
+    const uint4 u = as_uint4(v) & (uint4)(0x7fffffffu);
+    return max(max(u.x, u.y), max(u.z, u.w));
+}
+
+__kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride, __global char *q,
+                          __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
+{
+    __local uint red[Q_RWG];
     const uint lid = get_local_id(0);
-    const bn_size t = get_global_id(1), g = get_group_id(0);
-    const bn_size b = g * (bn_size)(Q_AWG * Q_AITEMS), e = min(b + (bn_size)(Q_AWG * Q_AITEMS), cols);
+    const bn_size t = get_group_id(0);
     __global const float *xr = x + t * cols;
-    uint m = 0;
-    for (bn_size c = b + lid; c < e; c += Q_AWG) m = max(m, as_uint(xr[c]) & 0x7fffffffu);
-    red[lid] = m;
+    /* rows of a multiple of 4 are read as float4, four loads in flight per
+     * item: one item's loads one after the other took longer than the
+     * product at one token */
+    const int vec = (cols & 3) == 0;
+    uint m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    if (vec) {
+        __global const float4 *x4 = (__global const float4 *)xr;
+        const bn_size n4 = cols / 4;
+        bn_size c = lid;
+        for (; c + 3 * Q_RWG < n4; c += 4 * Q_RWG) {
+            const float4 a = x4[c], b = x4[c + Q_RWG], d = x4[c + 2 * Q_RWG], e = x4[c + 3 * Q_RWG];
+            m0 = max(m0, q_amax4(a));
+            m1 = max(m1, q_amax4(b));
+            m2 = max(m2, q_amax4(d));
+            m3 = max(m3, q_amax4(e));
+        }
+        for (; c < n4; c += Q_RWG) m0 = max(m0, q_amax4(x4[c]));
+    } else {
+        for (bn_size c = lid; c < cols; c += Q_RWG) m0 = max(m0, as_uint(xr[c]) & 0x7fffffffu);
+    }
+    red[lid] = max(max(m0, m1), max(m2, m3));
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = Q_AWG / 2; k > 0; k >>= 1) {
+    for (uint k = Q_RWG / 2; k > 0; k >>= 1) {
         if (lid < k) red[lid] = max(red[lid], red[lid + k]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    if (lid == 0) {
-        atomic_max(&mx[t], red[0]);
-        if (g == 0) sum[t] = 0;
-    }
-}
-
-__kernel void q_acts_pad(__global const float *x, bn_size cols, bn_size xstride, __global const uint *mx,
-                         __global char *q, __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
-{
-    __local int isum[Q_AWG];
-    const uint lid = get_local_id(0);
-    const bn_size t = get_global_id(1), g = get_group_id(0);
-    uint m = mx[t];
+    uint m = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the sum below */
     const int bad = m >= 0x7f800000u;
     if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
     const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));
-    __global const float *xr = x + t * cols;
-    const bn_size b = g * (bn_size)(Q_AWG * Q_AITEMS), e = min(b + (bn_size)(Q_AWG * Q_AITEMS), xstride);
+    __global char *qr = q + t * xstride;
     int acc = 0;
-    for (bn_size c = b + lid; c < e; c += Q_AWG) {
-        int v = 0;
-        if (c < cols && !bad) v = (int)clamp(rint(xr[c] * sc), -128.0f, 127.0f);
-        q[t * xstride + c] = (char)v;
-        acc += v;
-    }
-    const int total = q_group_isum(isum, lid, Q_AWG, acc);
-    if (lid == 0) {
-        if (total) atomic_add(&sum[t], total);
-        if (g == 0) {
-            s[t] = sc;
-            flag[flag_off + t] = bad ? 1u : 0u;
+    if (vec) { /* xstride is a multiple of 128, so whole char4s */
+        __global const float4 *x4 = (__global const float4 *)xr;
+        __global char4 *q4 = (__global char4 *)qr;
+        const bn_size n4 = cols / 4;
+        for (bn_size c = lid; c < xstride / 4; c += Q_RWG) {
+            int4 v = (int4)(0);
+            if (c < n4 && !bad) v = convert_int4(clamp(rint(x4[c] * sc), -128.0f, 127.0f));
+            q4[c] = convert_char4(v);
+            acc += v.x + v.y + v.z + v.w;
         }
+    } else {
+        for (bn_size c = lid; c < xstride; c += Q_RWG) {
+            int v = 0;
+            if (c < cols && !bad) v = (int)clamp(rint(xr[c] * sc), -128.0f, 127.0f);
+            qr[c] = (char)v;
+            acc += v;
+        }
+    }
+    const int total = q_group_isum((__local int *)red, lid, Q_RWG, acc);
+    if (lid == 0) {
+        sum[t] = total;
+        s[t] = sc;
+        flag[flag_off + t] = bad ? 1u : 0u;
     }
 }
 

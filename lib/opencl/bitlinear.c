@@ -1,7 +1,7 @@
 /*
  * bitlinear.c (OpenCL) - host code of BitLinear on an OpenCL device
  * (kernels/bitlinear.cl).  Everything runs on the device, in order on the
- * queue: float activations are quantized there (q_absmax_rows + q_acts_pad,
+ * queue: float activations are quantized there (q_acts_rows, one command,
  * kernels/quantize.cl: the codes and scales of the CPU, bit for bit, with the
  * per-token code sums), int8 ones padded (q_pad_i8); the product computes
  * the integer sums and the float epilogue; an int8 output is re-quantized
@@ -47,6 +47,7 @@
 #include "ocl.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,7 +164,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * (float, or int8 + s re-quantized from a float scratch) */
     bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0};
     /* scratch: padded codes, their scales and sums, per-token flags */
-    bn_ocl_arg sq = {0}, ss = {0}, ssum = {0}, sflag = {0}, smx = {0};
+    bn_ocl_arg sq = {0}, ss = {0}, ssum = {0}, sflag = {0};
     cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL, bsum = NULL;
     uint32_t *flags = NULL;
 
@@ -220,26 +221,23 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
               : io->y      ? bn_ocl_out(o, io->y, ybytes, &ay)
                            : bn_ocl_scratch(o, ybytes, &ay)))
         goto out;
-    if (io->x) { /* absmax of each row over the whole device, then the codes (kernels/quantize.cl) */
-        cl_kernel km, kq;
+    if (io->x) { /* one work-group per token: absmax, codes, sums, scale, flag (kernels/quantize.cl) */
+        cl_kernel kq;
+        size_t rwg = 256; /* Q_RWG: a power of two the device allows */
+        while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
+        char qopts[48];
+        snprintf(qopts, sizeof qopts, "-DQ_WG=64 -DQ_RWG=%zu", rwg);
         if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) || (st = bn_ocl_scratch(o, tb, &ss)) ||
-            (st = bn_ocl_scratch(o, tb, &smx)) || (!flags_behind && (st = bn_ocl_scratch(o, tb, &sflag))) ||
-            (st = bn_ocl_kernel(o, "quantize", "q_absmax_rows", "-DQ_WG=64 -DQ_AWG=256", &km)) ||
-            (st = bn_ocl_kernel(o, "quantize", "q_acts_pad", "-DQ_WG=64 -DQ_AWG=256", &kq)) ||
-            (st = bn_ocl_fill0(o, smx.m, tb)))
+            (!flags_behind && (st = bn_ocl_scratch(o, tb, &sflag))) ||
+            (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kq)))
             goto out;
         const cl_ulong c_foff = flags_behind ? ybytes / 4 : 0;
         cl_mem fm = flags_behind ? ay.m : sflag.m;
-        const size_t awg[2] = {256, 1}, chunk = 256 * 4;
-        const size_t g1[2] = {(((size_t)in + chunk - 1) / chunk) * 256, (size_t)T};
-        const size_t g2[2] = {((xstride + chunk - 1) / chunk) * 256, (size_t)T};
-        if ((st = bn_ocl_args(o, km, 4, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof smx.m, &smx.m,
-                              sizeof ssum.m, &ssum.m)) ||
-            (st = bn_ocl_run(o, km, 2, g1, awg, "bitlinear")) ||
-            (st = bn_ocl_args(o, kq, 9, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof smx.m,
-                              &smx.m, sizeof sq.m, &sq.m, sizeof ss.m, &ss.m, sizeof ssum.m, &ssum.m, sizeof fm, &fm,
-                              sizeof c_foff, &c_foff)) ||
-            (st = bn_ocl_run(o, kq, 2, g2, awg, "bitlinear")))
+        const size_t gq = (size_t)T * rwg;
+        if ((st = bn_ocl_args(o, kq, 8, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof sq.m,
+                              &sq.m, sizeof ss.m, &ss.m, sizeof ssum.m, &ssum.m, sizeof fm, &fm, sizeof c_foff,
+                              &c_foff)) ||
+            (st = bn_ocl_run(o, kq, 1, &gq, &rwg, "bitlinear")))
             goto out;
         bs = ss.m;
     } else {
@@ -374,7 +372,6 @@ out:
     st = bn_ocl_done(o, &ss, st);
     st = bn_ocl_done(o, &ssum, st);
     st = bn_ocl_done(o, &sflag, st);
-    st = bn_ocl_done(o, &smx, st);
     free(flags);
     return st;
 }

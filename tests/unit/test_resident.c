@@ -315,7 +315,7 @@ static void test_bitlinear_matmul(void **state)
 {
     (void)state;
     uint64_t rng = 41;
-    static const uint64_t ins[] = {1, 17, 255, 4097}, outs[] = {1, 5, 64}, toks[] = {1, 3, 17};
+    static const uint64_t ins[] = {1, 17, 255, 256, 4097}, outs[] = {1, 5, 64}, toks[] = {1, 3, 17};
     FOR_BACKENDS(be)
     for (size_t a = 0; a < 4; a++)
         for (size_t b = 0; b < 3; b++) {

@@ -287,25 +287,27 @@ int main(void)
     }
     printf("%-72s %8.2f us\n", "clSetKernelArg + clGetKernelWorkGroupInfo", median(v, REPS));
 
+    static const struct {
+        int profiled, how;
+        size_t rbytes;
+        const char *what;
+    } cases[] = {
+        {0, 0, 0, "empty kernels + clFinish, plain queue, no events"},
+        {1, 0, 0, "empty kernels + clFinish, profiling queue, events"},
+        {0, 1, 0, "empty kernels + blocking 4 B read (pageable), plain queue"},
+        {0, 2, 0, "empty kernels + 4 B read (pinned) + clWaitForEvents, plain queue"},
+        {1, 3, 65536, "empty kernels + 64 KB blocking read (pageable), profiling, events"},
+        {1, 4, 65536, "empty kernels + 64 KB read (pinned) + wait, profiling, events"},
+        {0, 4, 65536, "empty kernels + 64 KB read (pinned) + wait, plain, no events"},
+    };
     const int ns[] = {1, 3, 6};
-    for (int k = 0; k < 3; k++) {
-        char what[128];
-        const int n = ns[k];
-        snprintf(what, sizeof what, "%d empty kernels + clFinish, plain queue, no events", n);
-        report(what, qn, n, 0, 0, pinned, pageable, 0);
-        snprintf(what, sizeof what, "%d empty kernels + clFinish, profiling queue, events", n);
-        report(what, qp, n, 1, 0, pinned, pageable, 0);
-        snprintf(what, sizeof what, "%d empty kernels + blocking 4 B read (pageable), plain queue", n);
-        report(what, qn, n, 0, 1, pinned, pageable, 0);
-        snprintf(what, sizeof what, "%d empty kernels + 4 B read (pinned) + clWaitForEvents, plain queue", n);
-        report(what, qn, n, 0, 2, pinned, pageable, 0);
-        snprintf(what, sizeof what, "%d empty kernels + 64 KB blocking read (pageable), profiling, events", n);
-        report(what, qp, n, 1, 3, pinned, pageable, 65536);
-        snprintf(what, sizeof what, "%d empty kernels + 64 KB read (pinned) + wait, profiling, events", n);
-        report(what, qp, n, 1, 4, pinned, pageable, 65536);
-        snprintf(what, sizeof what, "%d empty kernels + 64 KB read (pinned) + wait, plain, no events", n);
-        report(what, qn, n, 0, 4, pinned, pageable, 65536);
-    }
+    for (int k = 0; k < 3; k++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            char what[128];
+            snprintf(what, sizeof what, "%d %s", ns[k], cases[c].what);
+            report(what, cases[c].profiled ? qp : qn, ns[k], cases[c].profiled, cases[c].how, pinned, pageable,
+                   cases[c].rbytes);
+        }
     gaps(2);
     gaps(6);
     transfers(pinned, pageable);

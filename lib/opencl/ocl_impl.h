@@ -44,6 +44,7 @@ typedef struct {
     void *ptr;      /* mapped once, for the buffer's life */
     size_t size;
     cl_event busy;  /* the transfer reading or writing it (NULL: free) */
+    int held;       /* bn_ocl_read_staged: its data not read out yet */
 } bn_ocl_pin;
 
 typedef struct {

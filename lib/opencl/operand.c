@@ -158,29 +158,34 @@ bitnet_status bn_ocl_defer_check_n(bn_ocl *o, cl_mem flag, size_t n, const char 
  * sync, so that one wait brings the data and the flags (a second blocking
  * read cost another round trip to the device). */
 typedef struct {
-    cl_uint *v; /* every check's flags, one after the other */
+    const cl_uint *v; /* every check's flags, one after the other (pinned staging memory) */
+    int big;          /* too many for staging: read one by one after the wait */
     bitnet_status st;
 } check_reads;
 
 static void checks_enqueue(bn_ocl *o, check_reads *r)
 {
     r->v = NULL;
+    r->big = 0;
     r->st = BITNET_OK;
-    size_t total = 0;
-    for (size_t i = 0; i < o->nchecks; i++) total += o->checks[i].n;
-    if (!total) return;
-    if (!(r->v = calloc(total, sizeof *r->v))) {
+    if (!o->nchecks) return;
+    cl_mem *m = calloc(o->nchecks, sizeof *m);
+    size_t *bytes = calloc(o->nchecks, sizeof *bytes), total = 0;
+    if (!m || !bytes) {
         r->st = bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
-        return;
+    } else {
+        for (size_t i = 0; i < o->nchecks; i++) {
+            m[i] = o->checks[i].flag;
+            bytes[i] = o->checks[i].n * sizeof(cl_uint);
+            total += bytes[i];
+        }
+        const void *v = NULL;
+        if (total <= (8u << 20)) r->st = bn_ocl_read_staged(o, o->nchecks, m, bytes, &v);
+        else r->big = 1; /* more flags than one staging buffer: read after the wait */
+        r->v = v;
     }
-    cl_uint *at = r->v;
-    for (size_t i = 0; i < o->nchecks && r->st == BITNET_OK; i++) {
-        const size_t n = o->checks[i].n;
-        cl_int err = clEnqueueReadBuffer(o->queue, o->checks[i].flag, CL_FALSE, 0, n * sizeof *at, at, 0, NULL, NULL);
-        if (err != CL_SUCCESS)
-            r->st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, flag, CL_FALSE, ...)", __FILE__, __LINE__);
-        at += n;
-    }
+    free(m);
+    free(bytes);
 }
 
 /* After the wait (waited: the queue is idle up to the reads): the first flag
@@ -188,17 +193,28 @@ static void checks_enqueue(bn_ocl *o, check_reads *r)
 static bitnet_status checks_finish(bn_ocl *o, check_reads *r, int waited)
 {
     bitnet_status st = r->st;
-    if (!waited && r->v) clFinish(o->queue); /* the reads must land before v is freed */
+    if (!waited && r->v) clFinish(o->queue); /* the reads must land before the staging buffer is reused */
     const cl_uint *at = r->v;
     for (size_t i = 0; i < o->nchecks; i++) {
         const size_t n = o->checks[i].n;
-        for (size_t j = 0; st == BITNET_OK && waited && at && j < n; j++)
-            if (at[j]) st = bn_fail(BITNET_E_NUMERIC, "%s (found after the op was enqueued)", o->checks[i].what);
+        cl_uint *own = NULL;
+        if (r->big && st == BITNET_OK && waited) { /* blocking, one check at a time */
+            if (!(own = calloc(n, sizeof *own))) st = bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
+            cl_int err = own ? clEnqueueReadBuffer(o->queue, o->checks[i].flag, CL_TRUE, 0, n * sizeof *own, own, 0,
+                                                   NULL, NULL)
+                             : CL_SUCCESS;
+            if (err != CL_SUCCESS)
+                st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, flag, CL_TRUE, ...)", __FILE__, __LINE__);
+        }
+        const cl_uint *v = own ? own : at;
+        for (size_t j = 0; st == BITNET_OK && waited && v && j < n; j++)
+            if (v[j]) st = bn_fail(BITNET_E_NUMERIC, "%s (found after the op was enqueued)", o->checks[i].what);
+        free(own);
         if (at) at += n;
         bn_ocl_release(o, o->checks[i].flag);
     }
     o->nchecks = 0;
-    free(r->v);
+    bn_ocl_staged_release(o, r->v);
     r->v = NULL;
     return st;
 }

@@ -31,6 +31,7 @@ static size_t piece_for(size_t bytes)
 
 static int pin_free(bn_ocl_pin *p)
 {
+    if (p->held) return 0;
     if (!p->busy) return 1;
     cl_int s = CL_QUEUED;
     if (clGetEventInfo(p->busy, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof s, &s, NULL) != CL_SUCCESS) s = CL_COMPLETE;
@@ -59,7 +60,7 @@ static bitnet_status pin_new(bn_ocl *o, size_t size, size_t *out)
         clReleaseMemObject(m);
         return bn_cl_fail(err, "clEnqueueMapBuffer(aux, staging, CL_TRUE, ...)", __FILE__, __LINE__);
     }
-    o->pins[o->npins] = (bn_ocl_pin){m, ptr, size, NULL};
+    o->pins[o->npins] = (bn_ocl_pin){m, ptr, size, NULL, 0};
     o->pinned_bytes += size;
     *out = o->npins++;
     return BITNET_OK;
@@ -83,7 +84,7 @@ static bitnet_status pin_get(bn_ocl *o, size_t size, long not, size_t *out)
     if (o->pinned_bytes + want <= PIN_CAP) return pin_new(o, want, out);
     /* at the cap: wait for a large enough one */
     for (size_t i = 0; i < o->npins; i++)
-        if ((long)i != not && o->pins[i].size >= size) {
+        if ((long)i != not && o->pins[i].size >= size && !o->pins[i].held) {
             bn_ocl_pin *p = &o->pins[i];
             cl_int err = clWaitForEvents(1, &p->busy);
             clReleaseEvent(p->busy);
@@ -135,6 +136,43 @@ bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src,
         at += n;
     }
     return BITNET_OK;
+}
+
+bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const size_t *bytes, const void **host)
+{
+    *host = NULL;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) total += bytes[i];
+    if (!total) return BITNET_OK;
+    if (total > PIN_PIECE) return bn_fail(BITNET_E_INVALID, "opencl: %zu bytes to stage at once", total);
+    size_t pi;
+    bitnet_status st = pin_get(o, total, -1, &pi);
+    if (st != BITNET_OK) return st;
+    bn_ocl_pin *p = &o->pins[pi];
+    cl_event last = NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!bytes[i]) continue;
+        if (last) clReleaseEvent(last);
+        last = NULL;
+        cl_int err = clEnqueueReadBuffer(o->queue, m[i], CL_FALSE, 0, bytes[i], (char *)p->ptr + at, 0, NULL, &last);
+        if (err != CL_SUCCESS) {
+            bn_ocl_drain(o); /* nothing stays in flight into the staging buffer */
+            return bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_FALSE, 0, size, staging, ...)", __FILE__,
+                              __LINE__);
+        }
+        at += bytes[i];
+    }
+    p->busy = last;
+    p->held = 1; /* not reused until bn_ocl_staged_release, even once the reads are done */
+    *host = p->ptr;
+    return BITNET_OK;
+}
+
+void bn_ocl_staged_release(bn_ocl *o, const void *host)
+{
+    for (size_t i = 0; host && i < o->npins; i++)
+        if (o->pins[i].ptr == host) o->pins[i].held = 0;
 }
 
 /* Copies bytes [at, at + len) of the downloaded range out of staging memory:

@@ -158,6 +158,10 @@ if bitnet-op relu --device opencl "$T/x.npy" -o "$T/ocl.npy" 2>/dev/null; then
             bitnet-op "$name" --device opencl "$T/a.npy" $second -o "$T/g.npy"
         check "$name on opencl matches the cpu" near "$T/g.npy" "$(npyvals "$T/c.npy" | tr '\n' ' ')" 1e-5
     done
+    # --stats turns profiling on (off by default): the op's kernel time is there
+    run bitnet-op gelu --device opencl --stats "$T/a.npy" -o "$T/g.npy"
+    check "--stats on opencl reports the kernel time" awk '$1 == "unary" && $2 == "opencl" { seen = 1; if ($5 + 0 > 0) timed = 1 }
+        END { exit !(seen && timed) }' "$T/err"
 else
     ok "# SKIP no OpenCL device"
 fi

@@ -317,6 +317,15 @@ static void test_stats(void **state)
     assert_int_equal(ps.allocs, 0);
     bitnet_backend_stats_reset(be);
     assert_int_equal(bitnet_backend_op_stats(be, st, 8), 0);
+    /* profiling is an OpenCL matter: on the CPU it changes nothing, and the
+     * CPU time is still the kernel time */
+    assert_int_equal(bitnet_backend_set_profiling(be, 1), BITNET_OK);
+    assert_int_equal(bitnet_scale(be, x, 100, 2.0f, y), BITNET_OK);
+    assert_true(y[99] == 198.0f);
+    assert_int_equal(bitnet_backend_set_profiling(be, 0), BITNET_OK);
+    assert_int_equal(bitnet_backend_op_stats(be, st, 8), 1);
+    assert_int_equal(st[0].calls, 1);
+    assert_int_equal(bitnet_backend_set_profiling(NULL, 1), BITNET_E_INVALID);
     bitnet_backend_free(be);
 }
 

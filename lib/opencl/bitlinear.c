@@ -192,13 +192,30 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * accumulators: 16384x16384 went from 48 to 34 us on an H100; the last
      * -D wins).  Only for one, so that the programs stay few. */
     const char *ttopt = T == 1 && nv.t.tt > 1 ? " -DNV_TT=1" : "";
-    char opts[512];
-    const int on = snprintf(opts, sizeof opts,
-                            "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s %s%s",
-                            caps->is_gpu ? 0 : 1, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "", nv.opts, ttopt);
-    if (on < 0 || (size_t)on >= sizeof opts) {
-        st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_OPTS too long");
-        goto out;
+    /* the last options this thread made, reused while what they are made
+     * from is the same: formatting them took a tenth of a call's host
+     * instructions (callgrind, one token on PoCL) */
+    static _Thread_local struct {
+        char opts[512], nvopts[256];
+        int contig, emulate, tt1;
+    } last;
+    const int contig = caps->is_gpu ? 0 : 1, tt1 = *ttopt != 0;
+    const char *const opts = last.opts;
+    if (!last.opts[0] || last.contig != contig || last.emulate != emulate || last.tt1 != tt1 ||
+        strcmp(last.nvopts, nv.opts) != 0) {
+        const int on = snprintf(last.opts, sizeof last.opts,
+                                "-cl-fp32-correctly-rounded-divide-sqrt -DCONTIG=%d -DGEMV_LX=%d -DGEMV_RY=%d -DTS=%d%s %s%s",
+                                contig, GEMV_LX, GEMV_RY, TS, emulate ? " -DNV_EMULATE" : "", nv.opts, ttopt);
+        const size_t nl = strlen(nv.opts);
+        if (on < 0 || (size_t)on >= sizeof last.opts || nl >= sizeof last.nvopts) {
+            last.opts[0] = 0;
+            st = bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_GEMV_OPTS too long");
+            goto out;
+        }
+        memcpy(last.nvopts, nv.opts, nl + 1);
+        last.contig = contig;
+        last.emulate = emulate;
+        last.tt1 = tt1;
     }
     cl_kernel k = NULL;
     if (!mma && (st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
@@ -225,8 +242,12 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         cl_kernel kq;
         size_t rwg = 256; /* Q_RWG: a power of two the device allows */
         while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
-        char qopts[48];
-        snprintf(qopts, sizeof qopts, "-DQ_WG=64 -DQ_RWG=%zu", rwg);
+        static const char *const qrwg[] = {"-DQ_WG=64 -DQ_RWG=1",  "-DQ_WG=64 -DQ_RWG=2",  "-DQ_WG=64 -DQ_RWG=4",
+                                           "-DQ_WG=64 -DQ_RWG=8",  "-DQ_WG=64 -DQ_RWG=16", "-DQ_WG=64 -DQ_RWG=32",
+                                           "-DQ_WG=64 -DQ_RWG=64", "-DQ_WG=64 -DQ_RWG=128", "-DQ_WG=64 -DQ_RWG=256"};
+        int lg = 0;
+        while ((size_t)1 << lg < rwg) lg++;
+        const char *const qopts = qrwg[lg];
         if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) || (st = bn_ocl_scratch(o, tb, &ss)) ||
             (!flags_behind && (st = bn_ocl_scratch(o, tb, &sflag))) ||
             (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kq)))

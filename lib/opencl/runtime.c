@@ -228,7 +228,11 @@ bitnet_status bn_ocl_probe(int index, bn_ocl_caps *caps, int *count)
 void bn_ocl_op_begin(void *ctx, const char *op)
 {
     bn_ocl *o = ctx;
-    snprintf(o->op, sizeof o->op, "%s", op ? op : "?");
+    const char *s = op ? op : "?";
+    size_t n = strlen(s);
+    if (n >= sizeof o->op) n = sizeof o->op - 1;
+    memcpy(o->op, s, n);
+    o->op[n] = 0;
 }
 
 void bn_ocl_log(bn_ocl *o, bitnet_log_level level, const char *fmt, ...)

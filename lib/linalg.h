@@ -54,10 +54,17 @@ bitnet_status bn_cpu_lstsq(void *ctx, bitnet_dtype dt, const void *a, uint64_t b
  * blocks): row-major a [n x n] with leading dimension lda, lower factor in
  * place; returns the LAPACK info (0, or the failing 1-based pivot). */
 int bn_cpu_potrf_lower(bitnet_dtype dt, void *a, int n, int lda);
+/* One panel of the OpenCL QR on the host: geqrf of column-major a [m x n]
+ * (lda m, m >= n) in place, then larft's upper triangular T [n x n]
+ * (column-major, ldt n) of its n reflectors, so that H1 ... Hn = I - V T V^T.
+ * Returns the LAPACK info (0; -1000 when out of memory). */
+int bn_cpu_qr_panel(bitnet_dtype dt, void *a, int m, int n, void *tau, void *t);
 
 /* OpenCL (lib/opencl/linalg.c, CLBlast). */
 bitnet_status bn_ocl_cholesky(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l);
 bitnet_status bn_ocl_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n,
                                     const void *b, uint64_t nrhs, void *x);
+bitnet_status bn_ocl_qr(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q,
+                        void *r);
 
 #endif

@@ -27,6 +27,10 @@ void sorgqr_(const int *m, const int *n, const int *k, float *a, const int *lda,
              const int *lwork, int *info);
 void dorgqr_(const int *m, const int *n, const int *k, double *a, const int *lda, const double *tau, double *work,
              const int *lwork, int *info);
+void slarft_(const char *direct, const char *storev, const int *n, const int *k, const float *v, const int *ldv,
+             const float *tau, float *t, const int *ldt, FLEN, FLEN);
+void dlarft_(const char *direct, const char *storev, const int *n, const int *k, const double *v, const int *ldv,
+             const double *tau, double *t, const int *ldt, FLEN, FLEN);
 void sgesdd_(const char *jobz, const int *m, const int *n, float *a, const int *lda, float *s, float *u, const int *ldu,
              float *vt, const int *ldvt, float *work, const int *lwork, int *iwork, int *info, FLEN);
 void dgesdd_(const char *jobz, const int *m, const int *n, double *a, const int *lda, double *s, double *u,
@@ -82,6 +86,25 @@ int bn_cpu_potrf_lower(bitnet_dtype dt, void *a, int n, int lda)
     if (F64(dt)) dpotrf_("U", &n, a, &lda, &info, 1);
     else spotrf_("U", &n, a, &lda, &info, 1);
     return info;
+}
+
+int bn_cpu_qr_panel(bitnet_dtype dt, void *a, int m, int n, void *tau, void *t)
+{
+    int info = 0, lw = -1;
+    char probe[16];
+    if (F64(dt)) dgeqrf_(&m, &n, a, &m, tau, (double *)probe, &lw, &info);
+    else sgeqrf_(&m, &n, a, &m, tau, (float *)probe, &lw, &info);
+    if (info) return info;
+    lw = lwork_of(dt, probe);
+    void *work = alloc(dt, (uint64_t)lw);
+    if (!work) return -1000;
+    if (F64(dt)) dgeqrf_(&m, &n, a, &m, tau, work, &lw, &info);
+    else sgeqrf_(&m, &n, a, &m, tau, work, &lw, &info);
+    free(work);
+    if (info) return info;
+    if (F64(dt)) dlarft_("F", "C", &m, &n, a, &m, tau, t, &n, 1, 1);
+    else slarft_("F", "C", &m, &n, a, &m, tau, t, &n, 1, 1);
+    return 0;
 }
 
 /* Zeroes the strictly upper triangle of row-major a [n x n]. */

@@ -64,6 +64,6 @@ const bn_backend_ops bn_ocl_ops = {
     .keep = bn_ocl_keep, .forget = bn_ocl_forget,
     .buffer_alloc = bn_ocl_buffer_alloc, .buffer_free = bn_ocl_buffer_free, .buffer_write = bn_ocl_buffer_write,
     .buffer_read = bn_ocl_buffer_read, .sync = bn_ocl_sync,
-    .cholesky = bn_ocl_cholesky, .cholesky_solve = bn_ocl_cholesky_solve,
+    .cholesky = bn_ocl_cholesky, .cholesky_solve = bn_ocl_cholesky_solve, .qr = bn_ocl_qr,
     /* more ops above */
 };

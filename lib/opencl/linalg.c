@@ -12,8 +12,21 @@
  * A matrix of at most NB rows is factored on the host entirely.  NB is 512
  * (measured below; BITNET_OCL_CHOL_NB sets it for sweeps).  The solve
  * adds two TRSMs (L Z = B, L^T X = Z).  f64 on a device without fp64 runs the
- * CPU path.  QR, SVD and least squares have no OpenCL version yet: their
- * table slots are empty, so they run on the CPU (LAPACK).
+ * CPU path.
+ *
+ * QR (thin, Householder, blocked like LAPACK's geqrf/orgqr) on the matrix in
+ * one device buffer:
+ *   for each block column j of width QR_NB (k = min(m, n) columns in all):
+ *     the panel A[j:m, j:j+nb]    down to the host: geqrf, and larft's T
+ *                                 (H1 ... Hnb = I - V T V^T); R and zeros
+ *                                 go back up, V (unit diagonal) to a
+ *                                 device buffer of all reflectors, T beside
+ *     A2 = (I - V T^T V^T) A2      three CLBlast GEMMs on the columns right
+ *                                 of the panel
+ *   Q = H1 ... Hk [I; 0]          the blocks backwards, three GEMMs each
+ * R is the first k rows of A.  QR_NB (64) is not tuned: no GPU measurement
+ * chose it (PoCL only so far).  SVD and least squares have no OpenCL version
+ * yet: their table slots are empty, so they run on the CPU (LAPACK).
  */
 #include "../linalg.h"
 #include "blas.h"
@@ -175,4 +188,128 @@ bitnet_status bn_ocl_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, u
     bn_ocl *o = ctx;
     if (dt == BITNET_F64 && !bn_ocl_get_caps(o)->has_fp64) return bn_cpu_cholesky_solve(NULL, dt, a, batch, n, b, nrhs, x);
     return chol_ocl(o, "cholesky_solve", dt, a, batch, n, b, nrhs, x);
+}
+
+/* ---- QR ------------------------------------------------------------------------ */
+
+#define QR_NB 64
+
+/* C = alpha op(A) op(B) + beta C, row-major, on device buffers (offsets and
+ * leading dimensions in elements). */
+static bitnet_status gemm(bn_ocl *o, bitnet_dtype dt, int ta, int tb, uint64_t M, uint64_t N, uint64_t K, double alpha,
+                          cl_mem a, size_t aoff, uint64_t lda, cl_mem b, size_t boff, uint64_t ldb, double beta,
+                          cl_mem c, size_t coff, uint64_t ldc)
+{
+    const char *op = "qr";
+    const CLBlastTranspose tra = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
+    const CLBlastTranspose trb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+    if (!M || !N || !K) return BITNET_OK;
+    if (dt == BITNET_F64)
+        BLAS_CALL(o, op, "CLBlastDgemm",
+                  CLBlastDgemm(CLBlastLayoutRowMajor, tra, trb, M, N, K, alpha, a, aoff, lda, b, boff, ldb, beta, c,
+                               coff, ldc, EV));
+    else
+        BLAS_CALL(o, op, "CLBlastSgemm",
+                  CLBlastSgemm(CLBlastLayoutRowMajor, tra, trb, M, N, K, (float)alpha, a, aoff, lda, b, boff, ldb,
+                               (float)beta, c, coff, ldc, EV));
+    return BITNET_OK;
+}
+
+typedef struct {
+    cl_mem a, v, t, w, w2, q; /* A [m x n]; V [m x k]; T blocks [QR_NB x QR_NB] each; W, W2 [QR_NB x n]; Q [m x k] */
+    void *hp, *hc, *tau, *th; /* host: a panel row-major and column-major [m x QR_NB], tau, T (column-major) */
+} qr_bufs;
+
+/* X -= V T' V^T X on rows j0.. of the columns [c0, c0 + nc) of x (leading
+ * dimension ldx), where T' is block bi's T (forming Q) or its transpose
+ * (reducing A). */
+static bitnet_status apply_block(bn_ocl *o, bitnet_dtype dt, const qr_bufs *b, uint64_t k, uint64_t m, uint64_t j0,
+                                 uint64_t jb, uint64_t bi, int trans_t, cl_mem x, uint64_t ldx, uint64_t c0, uint64_t nc)
+{
+    const uint64_t mm = m - j0;
+    const size_t voff = (size_t)(j0 * k + j0), xoff = (size_t)(j0 * ldx + c0), toff = (size_t)(bi * QR_NB * QR_NB);
+    bitnet_status st = gemm(o, dt, 1, 0, jb, nc, mm, 1.0, b->v, voff, k, x, xoff, ldx, 0.0, b->w, 0, nc);
+    if (!st) st = gemm(o, dt, trans_t, 0, jb, nc, jb, 1.0, b->t, toff, jb, b->w, 0, nc, 0.0, b->w2, 0, nc);
+    if (!st) st = gemm(o, dt, 0, 0, mm, nc, jb, -1.0, b->v, voff, k, b->w2, 0, nc, 1.0, x, xoff, ldx);
+    return st;
+}
+
+/* One m x n matrix, already in b->a: R into the first k rows of b->a, Q into b->q. */
+static bitnet_status qr_one(bn_ocl *o, bitnet_dtype dt, const qr_bufs *b, uint64_t m, uint64_t n)
+{
+    const size_t es = bn_la_esize(dt);
+    const uint64_t k = m < n ? m : n;
+    bitnet_status st = BITNET_OK;
+    for (uint64_t j0 = 0, bi = 0; j0 < k && !st; j0 += QR_NB, bi++) {
+        const uint64_t mm = m - j0, jb = k - j0 < QR_NB ? k - j0 : QR_NB;
+        if ((st = rect(o, b->a, es, n, j0, j0, mm, jb, b->hp, 0))) break;
+        for (uint64_t i = 0; i < mm; i++) /* row-major -> column-major */
+            for (uint64_t j = 0; j < jb; j++)
+                memcpy((char *)b->hc + (size_t)(j * mm + i) * es, (char *)b->hp + (size_t)(i * jb + j) * es, es);
+        const int info = bn_cpu_qr_panel(dt, b->hc, (int)mm, (int)jb, b->tau, b->th);
+        if (info == -1000) return bn_fail(BITNET_E_NOMEM, "qr: out of memory");
+        if (info) return bn_fail(BITNET_E_NUMERIC, "qr: LAPACK geqrf failed on a panel (info %d)", info);
+        /* R (zeros below it) back into A; V, unit diagonal and zeros above, into its buffer */
+        for (uint64_t i = 0; i < mm; i++)
+            for (uint64_t j = 0; j < jb; j++)
+                bn_la_set(dt, b->hp, (size_t)(i * jb + j), i <= j ? bn_la_get(dt, b->hc, (size_t)(j * mm + i)) : 0.0);
+        if ((st = rect(o, b->a, es, n, j0, j0, mm, jb, b->hp, 1))) break;
+        for (uint64_t i = 0; i < mm; i++)
+            for (uint64_t j = 0; j < jb; j++)
+                bn_la_set(dt, b->hp, (size_t)(i * jb + j),
+                          i < j ? 0.0 : i == j ? 1.0 : bn_la_get(dt, b->hc, (size_t)(j * mm + i)));
+        if ((st = rect(o, b->v, es, k, j0, j0, mm, jb, b->hp, 1))) break;
+        for (uint64_t i = 0; i < jb; i++) /* T row-major, leading dimension jb; larft leaves below it unset */
+            for (uint64_t j = 0; j < jb; j++)
+                bn_la_set(dt, b->hp, (size_t)(i * jb + j), j >= i ? bn_la_get(dt, b->th, (size_t)(j * jb + i)) : 0.0);
+        if ((st = bn_ocl_upload(o, b->t, (size_t)(bi * QR_NB * QR_NB) * es, b->hp, (size_t)(jb * jb) * es))) break;
+        if (j0 + jb < n) st = apply_block(o, dt, b, k, m, j0, jb, bi, 1, b->a, n, j0 + jb, n - j0 - jb);
+    }
+    if (st) return st;
+    /* Q = H1 ... Hk [I; 0], the blocks last to first */
+    for (uint64_t bi = (k + QR_NB - 1) / QR_NB; bi-- > 0 && !st;) {
+        const uint64_t j0 = bi * QR_NB, jb = k - j0 < QR_NB ? k - j0 : QR_NB;
+        st = apply_block(o, dt, b, k, m, j0, jb, bi, 0, b->q, k, j0, k - j0);
+    }
+    return st;
+}
+
+bitnet_status bn_ocl_qr(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q,
+                        void *r)
+{
+    bn_ocl *o = ctx;
+    if (dt == BITNET_F64 && !bn_ocl_get_caps(o)->has_fp64) return bn_cpu_qr(NULL, dt, a, batch, m, n, q, r);
+    const size_t es = bn_la_esize(dt);
+    const uint64_t k = m < n ? m : n, nblk = (k + QR_NB - 1) / QR_NB;
+    const size_t amat = (size_t)(m * n) * es, qmat = (size_t)(m * k) * es, rmat = (size_t)(k * n) * es;
+    qr_bufs b = {0};
+    void *eye = calloc((size_t)(m * k), es);
+    b.hp = malloc((size_t)(m * QR_NB) * es);
+    b.hc = malloc((size_t)(m * QR_NB) * es);
+    b.tau = malloc((size_t)QR_NB * es);
+    b.th = malloc((size_t)(QR_NB * QR_NB) * es);
+    bitnet_status st = eye && b.hp && b.hc && b.tau && b.th ? BITNET_OK : bn_fail(BITNET_E_NOMEM, "qr: out of memory");
+    for (uint64_t i = 0; eye && i < k; i++) bn_la_set(dt, eye, (size_t)(i * k + i), 1.0);
+    if (!st) st = bn_ocl_alloc(o, amat, &b.a);
+    if (!st) st = bn_ocl_alloc(o, qmat, &b.v);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(nblk * QR_NB * QR_NB) * es, &b.t);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(QR_NB * n) * es, &b.w);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(QR_NB * n) * es, &b.w2);
+    if (!st) st = bn_ocl_alloc(o, qmat, &b.q);
+    for (uint64_t i = 0; i < batch && !st; i++) {
+        if ((st = bn_ocl_upload(o, b.a, 0, bn_la_at(dt, a, i, m * n), amat))) break;
+        if ((st = bn_ocl_upload(o, b.q, 0, eye, qmat))) break;
+        if ((st = qr_one(o, dt, &b, m, n))) break;
+        if ((st = bn_ocl_download(o, b.a, 0, bn_la_at_mut(dt, r, i, k * n), rmat))) break;
+        st = bn_ocl_download(o, b.q, 0, bn_la_at_mut(dt, q, i, m * k), qmat);
+    }
+    if (st) bn_ocl_drain(o);
+    bn_ocl_release(o, b.a);
+    bn_ocl_release(o, b.v);
+    bn_ocl_release(o, b.t);
+    bn_ocl_release(o, b.w);
+    bn_ocl_release(o, b.w2);
+    bn_ocl_release(o, b.q);
+    free(eye), free(b.hp), free(b.hc), free(b.tau), free(b.th);
+    return st;
 }

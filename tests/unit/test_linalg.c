@@ -224,6 +224,16 @@ static void test_qr(void **state)
     double *a = randm(&st, 3 * 5 * 4); /* a batch of three 5 x 4 */
     for (int i = 0; i < nd; i++) qr_case(&d[i], BITNET_F32, a, 3, 5, 4);
     free(a);
+    /* several blocks of the OpenCL QR (64 columns each), the last one partial,
+     * tall and wide, and a batch of them */
+    static const shape blocks[] = {{300, 130}, {130, 300}, {129, 129}};
+    for (size_t s = 0; s < sizeof blocks / sizeof blocks[0]; s++) {
+        const uint64_t m = blocks[s].m, n = blocks[s].n;
+        double *b = randm(&st, (size_t)(2 * m * n));
+        for (int i = 0; i < nd; i++)
+            for (int t = 0; t < 2; t++) qr_case(&d[i], DTS[t], b, 2, m, n);
+        free(b);
+    }
     free_devs(d, nd);
 }
 

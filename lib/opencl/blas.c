@@ -54,8 +54,11 @@ bitnet_status bn_blas_begin(bn_ocl *o, cl_event *mark)
 bitnet_status bn_blas_end(bn_ocl *o, cl_event mark, cl_event last, const char *op)
 {
     cl_int err = CL_SUCCESS;
-    if (last) err = clWaitForEvents(1, &last);
-    if (err == CL_SUCCESS && last) {
+    /* the routine is timed only with profiling on; otherwise it runs on in
+     * order with the ops after it, and the host waits where it reads */
+    const int timed = last && bn_ocl_profiling(o);
+    if (timed) err = clWaitForEvents(1, &last);
+    if (err == CL_SUCCESS && timed) {
         cl_ulong t0 = 0, t1 = 0;
         /* the marker's end is when every earlier command had finished */
         if ((!mark || clGetEventProfilingInfo(mark, CL_PROFILING_COMMAND_END, sizeof t0, &t0, NULL) != CL_SUCCESS ||

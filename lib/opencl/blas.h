@@ -5,7 +5,8 @@
  *   if ((st = bn_blas_begin(o, &mark))) ...
  *   CLBlastStatusCode c = CLBlastSgemm(..., bn_blas_queue(o), &ev);
  *   if (c) { bn_blas_end(o, mark, ev, op); return BN_BLAS_FAIL(c, "CLBlastSgemm"); }
- *   st = bn_blas_end(o, mark, ev, op);      waits for ev, adds the time to op's kernel time
+ *   st = bn_blas_end(o, mark, ev, op);      with profiling on: waits for ev, adds the time to
+ *                                           op's kernel time; else returns at once
  */
 #ifndef BITNET_OCL_BLAS_H
 #define BITNET_OCL_BLAS_H

@@ -240,14 +240,14 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         goto out;
     if (io->x) { /* one work-group per token: absmax, codes, sums, scale, flag (kernels/quantize.cl) */
         cl_kernel kq;
-        size_t rwg = 256; /* Q_RWG: a power of two the device allows */
+        size_t rwg = 256; /* Q_RWG: a power of two the device allows (formatted only below 256) */
         while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
-        static const char *const qrwg[] = {"-DQ_WG=64 -DQ_RWG=1",  "-DQ_WG=64 -DQ_RWG=2",  "-DQ_WG=64 -DQ_RWG=4",
-                                           "-DQ_WG=64 -DQ_RWG=8",  "-DQ_WG=64 -DQ_RWG=16", "-DQ_WG=64 -DQ_RWG=32",
-                                           "-DQ_WG=64 -DQ_RWG=64", "-DQ_WG=64 -DQ_RWG=128", "-DQ_WG=64 -DQ_RWG=256"};
-        int lg = 0;
-        while ((size_t)1 << lg < rwg) lg++;
-        const char *const qopts = qrwg[lg];
+        char qbuf[48];
+        const char *qopts = "-DQ_WG=64 -DQ_RWG=256";
+        if (rwg < 256) {
+            snprintf(qbuf, sizeof qbuf, "-DQ_WG=64 -DQ_RWG=%u", (unsigned)rwg);
+            qopts = qbuf;
+        }
         if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) || (st = bn_ocl_scratch(o, tb, &ss)) ||
             (!flags_behind && (st = bn_ocl_scratch(o, tb, &sflag))) ||
             (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kq)))

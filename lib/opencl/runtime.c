@@ -414,34 +414,27 @@ bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *glo
         if (global[i] == 0) return BITNET_OK; /* nothing to do */
     if (bn_test_fail("run"))
         return bn_cl_fail_test(CL_OUT_OF_RESOURCES, "clEnqueueNDRangeKernel(queue, kernel, ...)", __FILE__, __LINE__);
-    if (!o->profiling) { /* no event: nothing to time */
-        cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, NULL);
-        if (err == CL_SUCCESS) return BITNET_OK;
-        kernel_name(k, kname, sizeof kname);
-        char call[128];
-        snprintf(call, sizeof call, "clEnqueueNDRangeKernel(queue, %s, ...)", kname);
-        return bn_cl_fail(err, call, __FILE__, __LINE__);
-    }
-    if (o->npending == o->cappending && o->npending < 256) { /* room first: a launch is not undone */
+    /* with profiling on, room for the event first: a launch is not undone */
+    if (o->profiling && o->npending == o->cappending && o->npending < 256) {
         size_t cap = o->cappending ? o->cappending * 2 : 16;
         bn_ocl_pending *p = realloc(o->pending, cap * sizeof *p);
         if (!p) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
         o->pending = p;
         o->cappending = cap;
     }
-    if (o->npending == o->cappending) {
+    if (o->profiling && o->npending == o->cappending) {
         bitnet_status st = bn_ocl_finish(o);
         if (st != BITNET_OK) return st;
     }
-    cl_event ev = NULL;
-    cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, &ev);
+    cl_event ev = NULL; /* without profiling none: nothing to time */
+    cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, o->profiling ? &ev : NULL);
     if (err != CL_SUCCESS) {
         kernel_name(k, kname, sizeof kname);
         char call[128];
         snprintf(call, sizeof call, "clEnqueueNDRangeKernel(queue, %s, ...)", kname);
         return bn_cl_fail(err, call, __FILE__, __LINE__);
     }
-    return bn_ocl_pending_push(o, ev, op, 0, 0);
+    return o->profiling ? bn_ocl_pending_push(o, ev, op, 0, 0) : BITNET_OK;
 }
 
 bitnet_status bn_ocl_pending_push(bn_ocl *o, cl_event ev, const char *op, int kind, uint64_t bytes)

@@ -199,7 +199,7 @@ bitnet_status bn_ocl_download_tail(bn_ocl *o, cl_mem m, size_t offset, void *dst
 {
     const size_t bytes = dst_bytes + tail_bytes;
     if (bytes == 0) return bn_ocl_finish(o);
-    const size_t piece = bytes < piece_for(bytes) ? bytes : piece_for(bytes), n = (bytes + piece - 1) / piece;
+    const size_t pf = piece_for(bytes), piece = pf < bytes ? pf : bytes, n = (bytes + piece - 1) / piece;
     size_t pi[2] = {0, 0};
     cl_event ev[2] = {NULL, NULL};
     bitnet_status st = pin_get(o, piece, -1, &pi[0]);

@@ -9,6 +9,7 @@
 #include "internal.h"
 
 #include <stddef.h>
+#include <string.h>
 
 static inline size_t bn_la_esize(bitnet_dtype dt) { return dt == BITNET_F64 ? 8 : 4; }
 static inline double bn_la_get(bitnet_dtype dt, const void *p, size_t i)
@@ -28,6 +29,14 @@ static inline const void *bn_la_at(bitnet_dtype dt, const void *p, uint64_t i, u
 static inline void *bn_la_at_mut(bitnet_dtype dt, void *p, uint64_t i, uint64_t elems)
 {
     return (char *)p + (size_t)(i * elems) * bn_la_esize(dt);
+}
+/* Row-major src [rows x cols] -> column-major dst (ld rows). */
+static inline void bn_la_to_colmajor(bitnet_dtype dt, const void *src, uint64_t rows, uint64_t cols, void *dst)
+{
+    const size_t es = bn_la_esize(dt);
+    for (uint64_t i = 0; i < rows; i++)
+        for (uint64_t j = 0; j < cols; j++)
+            memcpy((char *)dst + (size_t)(j * rows + i) * es, (const char *)src + (size_t)(i * cols + j) * es, es);
 }
 
 /* The checks of every public call: dtype, non-empty sizes within LAPACK's

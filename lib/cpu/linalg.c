@@ -71,15 +71,6 @@ static int lwork_of(bitnet_dtype dt, const void *w)
     return v < 1.0 ? 1 : v > (double)INT32_MAX ? INT32_MAX : (int)v;
 }
 
-/* Row-major src [rows x cols] -> column-major dst (ld rows). */
-static void to_colmajor(bitnet_dtype dt, const void *src, uint64_t rows, uint64_t cols, void *dst)
-{
-    const size_t es = bn_la_esize(dt);
-    for (uint64_t i = 0; i < rows; i++)
-        for (uint64_t j = 0; j < cols; j++)
-            memcpy((char *)dst + (size_t)(j * rows + i) * es, (const char *)src + (size_t)(i * cols + j) * es, es);
-}
-
 int bn_cpu_potrf_lower(bitnet_dtype dt, void *a, int n, int lda)
 {
     int info = 0;
@@ -152,7 +143,7 @@ bitnet_status bn_cpu_qr(void *ctx, bitnet_dtype dt, const void *a, uint64_t batc
         if (!(work = alloc(dt, (uint64_t)lw))) st = nomem("qr");
     }
     for (uint64_t b = 0; b < batch && !st; b++) {
-        to_colmajor(dt, bn_la_at(dt, a, b, m * n), m, n, w);
+        bn_la_to_colmajor(dt, bn_la_at(dt, a, b, m * n), m, n, w);
         if (F64(dt)) dgeqrf_(&im, &in, w, &im, tau, work, &lw, &info);
         else sgeqrf_(&im, &in, w, &im, tau, work, &lw, &info);
         if (info) {
@@ -221,13 +212,13 @@ bitnet_status bn_cpu_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, u
     bitnet_status st = w && y ? BITNET_OK : nomem("cholesky_solve");
     for (uint64_t k = 0; k < batch && !st; k++) {
         memcpy(w, bn_la_at(dt, a, k, n * n), (size_t)(n * n) * bn_la_esize(dt));
-        to_colmajor(dt, bn_la_at(dt, b, k, n * nrhs), n, nrhs, y);
+        bn_la_to_colmajor(dt, bn_la_at(dt, b, k, n * nrhs), n, nrhs, y);
         int info = 0;
         if (F64(dt)) dposv_("U", &in, &ir, w, &in, y, &in, &info, 1);
         else sposv_("U", &in, &ir, w, &in, y, &in, &info, 1);
         if (info > 0) st = bn_la_not_pd("cholesky_solve", k, batch, (uint64_t)info, n);
         else if (info < 0) st = lapack_fail("cholesky_solve", "posv", info);
-        else to_colmajor(dt, y, nrhs, n, bn_la_at_mut(dt, x, k, n * nrhs)); /* back to row-major */
+        else bn_la_to_colmajor(dt, y, nrhs, n, bn_la_at_mut(dt, x, k, n * nrhs)); /* back to row-major */
     }
     free(w);
     free(y);
@@ -251,8 +242,8 @@ bitnet_status bn_cpu_lstsq(void *ctx, bitnet_dtype dt, const void *a, uint64_t b
     }
     const size_t es = bn_la_esize(dt);
     for (uint64_t k = 0; k < batch && !st; k++) {
-        to_colmajor(dt, bn_la_at(dt, a, k, m * n), m, n, w);
-        to_colmajor(dt, bn_la_at(dt, b, k, m * nrhs), m, nrhs, y);
+        bn_la_to_colmajor(dt, bn_la_at(dt, a, k, m * n), m, n, w);
+        bn_la_to_colmajor(dt, bn_la_at(dt, b, k, m * nrhs), m, nrhs, y);
         if (F64(dt)) dgels_("N", &im, &in, &ir, w, &im, y, &im, work, &lw, &info, 1);
         else sgels_("N", &im, &in, &ir, w, &im, y, &im, work, &lw, &info, 1);
         if (info > 0) st = bn_la_rank(k, batch, (uint64_t)info - 1);

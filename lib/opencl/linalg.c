@@ -243,9 +243,7 @@ static bitnet_status qr_one(bn_ocl *o, bitnet_dtype dt, const qr_bufs *b, uint64
     for (uint64_t j0 = 0, bi = 0; j0 < k && !st; j0 += QR_NB, bi++) {
         const uint64_t mm = m - j0, jb = k - j0 < QR_NB ? k - j0 : QR_NB;
         if ((st = rect(o, b->a, es, n, j0, j0, mm, jb, b->hp, 0))) break;
-        for (uint64_t i = 0; i < mm; i++) /* row-major -> column-major */
-            for (uint64_t j = 0; j < jb; j++)
-                memcpy((char *)b->hc + (size_t)(j * mm + i) * es, (char *)b->hp + (size_t)(i * jb + j) * es, es);
+        bn_la_to_colmajor(dt, b->hp, mm, jb, b->hc);
         const int info = bn_cpu_qr_panel(dt, b->hc, (int)mm, (int)jb, b->tau, b->th);
         if (info == -1000) return bn_fail(BITNET_E_NOMEM, "qr: out of memory");
         if (info) return bn_fail(BITNET_E_NUMERIC, "qr: LAPACK geqrf failed on a panel (info %d)", info);

@@ -375,14 +375,11 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
             }
             n++;
         }
-        if (pass == 1) { /* the rows count pass 0's kernel samples; e2e[0..n) is this pass's */
-            qsort(e2e, n, sizeof *e2e, cmp_double);
-            e2e_n = n;
-            n = n_kernel;
-        }
+        e2e_n = n;                 /* e2e[0..n) is the last pass's */
+        if (pass == 1) n = n_kernel; /* the rows count pass 0's kernel samples */
     }
     if (be) bitnet_backend_set_profiling(be, 0);
-    const size_t last_n = e2e_n ? e2e_n : n; /* the reps of the last pass, which the energy covers */
+    const size_t last_n = e2e_n; /* the reps of the last pass, which the energy covers */
     if (o->energy && last_n) {
         double sec, idle;
         const double j = bench_energy_stop(&en, &sec, &idle);
@@ -408,10 +405,7 @@ int bench_measure(const bench_op *op, const bench_opts *o, bitnet_backend *be, c
         snprintf(row->note + used, sizeof row->note - used, "%sweights kept on the device", used ? "; " : "");
     }
     qsort(samples, n, sizeof *samples, cmp_double);
-    if (!e2e_n) {
-        qsort(e2e, n, sizeof *e2e, cmp_double);
-        e2e_n = n;
-    }
+    qsort(e2e, e2e_n, sizeof *e2e, cmp_double);
     row->reps = (int)n;
     if (n) {
         row->med_ms = median_sorted(samples, n);

@@ -54,176 +54,59 @@ static void rec(int f, double t0, size_t bytes, int blocking)
     last_end = t1;
 }
 
-#define REAL(name, ret, ...)                                   \
-    static ret (*real_##name)(__VA_ARGS__);                    \
-    if (!real_##name) *(void **)&real_##name = dlsym(RTLD_NEXT, #name)
+/* One wrapper: the real function found once, the call timed and booked
+ * under F with BYTES and BLOCK (expressions of the parameters). */
+#define WRAP(ret, name, F, BYTES, BLOCK, PARAMS, ARGS)          \
+    ret name PARAMS                                             \
+    {                                                           \
+        static __typeof__(name) *real;                          \
+        if (!real) *(void **)&real = dlsym(RTLD_NEXT, #name);   \
+        const double t0 = now_us();                             \
+        ret r = real ARGS;                                      \
+        rec(F, t0, BYTES, BLOCK);                               \
+        return r;                                               \
+    }
 
-cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint d, const size_t *o, const size_t *g,
-                              const size_t *l, cl_uint n, const cl_event *w, cl_event *e)
-{
-    REAL(clEnqueueNDRangeKernel, cl_int, cl_command_queue, cl_kernel, cl_uint, const size_t *, const size_t *,
-         const size_t *, cl_uint, const cl_event *, cl_event *);
-    const double t0 = now_us();
-    cl_int r = real_clEnqueueNDRangeKernel(q, k, d, o, g, l, n, w, e);
-    rec(F_ND, t0, 0, e != NULL);
-    return r;
-}
-
-cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t off, size_t sz, const void *p, cl_uint n,
-                            const cl_event *w, cl_event *e)
-{
-    REAL(clEnqueueWriteBuffer, cl_int, cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *, cl_uint,
-         const cl_event *, cl_event *);
-    const double t0 = now_us();
-    cl_int r = real_clEnqueueWriteBuffer(q, m, b, off, sz, p, n, w, e);
-    rec(F_WRITE, t0, sz, b);
-    return r;
-}
-
-cl_int clEnqueueReadBuffer(cl_command_queue q, cl_mem m, cl_bool b, size_t off, size_t sz, void *p, cl_uint n,
-                           const cl_event *w, cl_event *e)
-{
-    REAL(clEnqueueReadBuffer, cl_int, cl_command_queue, cl_mem, cl_bool, size_t, size_t, void *, cl_uint,
-         const cl_event *, cl_event *);
-    const double t0 = now_us();
-    cl_int r = real_clEnqueueReadBuffer(q, m, b, off, sz, p, n, w, e);
-    rec(F_READ, t0, sz, b);
-    return r;
-}
-
-cl_int clEnqueueFillBuffer(cl_command_queue q, cl_mem m, const void *pat, size_t ps, size_t off, size_t sz, cl_uint n,
-                           const cl_event *w, cl_event *e)
-{
-    REAL(clEnqueueFillBuffer, cl_int, cl_command_queue, cl_mem, const void *, size_t, size_t, size_t, cl_uint,
-         const cl_event *, cl_event *);
-    const double t0 = now_us();
-    cl_int r = real_clEnqueueFillBuffer(q, m, pat, ps, off, sz, n, w, e);
-    rec(F_FILL, t0, sz, 0);
-    return r;
-}
-
-cl_int clEnqueueCopyBuffer(cl_command_queue q, cl_mem a, cl_mem b, size_t oa, size_t ob, size_t sz, cl_uint n,
-                           const cl_event *w, cl_event *e)
-{
-    REAL(clEnqueueCopyBuffer, cl_int, cl_command_queue, cl_mem, cl_mem, size_t, size_t, size_t, cl_uint,
-         const cl_event *, cl_event *);
-    const double t0 = now_us();
-    cl_int r = real_clEnqueueCopyBuffer(q, a, b, oa, ob, sz, n, w, e);
-    rec(F_COPY, t0, sz, 0);
-    return r;
-}
-
-cl_int clWaitForEvents(cl_uint n, const cl_event *e)
-{
-    REAL(clWaitForEvents, cl_int, cl_uint, const cl_event *);
-    const double t0 = now_us();
-    cl_int r = real_clWaitForEvents(n, e);
-    rec(F_WAIT, t0, n, 1);
-    return r;
-}
-
-cl_int clFinish(cl_command_queue q)
-{
-    REAL(clFinish, cl_int, cl_command_queue);
-    const double t0 = now_us();
-    cl_int r = real_clFinish(q);
-    rec(F_FINISH, t0, 0, 1);
-    return r;
-}
-
-cl_int clFlush(cl_command_queue q)
-{
-    REAL(clFlush, cl_int, cl_command_queue);
-    const double t0 = now_us();
-    cl_int r = real_clFlush(q);
-    rec(F_FLUSH, t0, 0, 0);
-    return r;
-}
-
-cl_int clGetEventProfilingInfo(cl_event e, cl_profiling_info p, size_t s, void *v, size_t *r_)
-{
-    REAL(clGetEventProfilingInfo, cl_int, cl_event, cl_profiling_info, size_t, void *, size_t *);
-    const double t0 = now_us();
-    cl_int r = real_clGetEventProfilingInfo(e, p, s, v, r_);
-    rec(F_PROF, t0, 0, 0);
-    return r;
-}
-
-cl_int clGetEventInfo(cl_event e, cl_event_info p, size_t s, void *v, size_t *r_)
-{
-    REAL(clGetEventInfo, cl_int, cl_event, cl_event_info, size_t, void *, size_t *);
-    const double t0 = now_us();
-    cl_int r = real_clGetEventInfo(e, p, s, v, r_);
-    rec(F_EVINFO, t0, 0, 0);
-    return r;
-}
-
-cl_int clSetKernelArg(cl_kernel k, cl_uint i, size_t s, const void *v)
-{
-    REAL(clSetKernelArg, cl_int, cl_kernel, cl_uint, size_t, const void *);
-    const double t0 = now_us();
-    cl_int r = real_clSetKernelArg(k, i, s, v);
-    rec(F_SETARG, t0, 0, 0);
-    return r;
-}
-
-cl_int clGetKernelWorkGroupInfo(cl_kernel k, cl_device_id d, cl_kernel_work_group_info p, size_t s, void *v,
-                                size_t *r_)
-{
-    REAL(clGetKernelWorkGroupInfo, cl_int, cl_kernel, cl_device_id, cl_kernel_work_group_info, size_t, void *,
-         size_t *);
-    const double t0 = now_us();
-    cl_int r = real_clGetKernelWorkGroupInfo(k, d, p, s, v, r_);
-    rec(F_KWG, t0, 0, 0);
-    return r;
-}
-
-cl_mem clCreateBuffer(cl_context c, cl_mem_flags f, size_t sz, void *h, cl_int *err)
-{
-    REAL(clCreateBuffer, cl_mem, cl_context, cl_mem_flags, size_t, void *, cl_int *);
-    const double t0 = now_us();
-    cl_mem r = real_clCreateBuffer(c, f, sz, h, err);
-    rec(F_CREATEBUF, t0, sz, 0);
-    return r;
-}
-
-cl_int clReleaseMemObject(cl_mem m)
-{
-    REAL(clReleaseMemObject, cl_int, cl_mem);
-    const double t0 = now_us();
-    cl_int r = real_clReleaseMemObject(m);
-    rec(F_RELMEM, t0, 0, 0);
-    return r;
-}
-
-cl_mem clCreateSubBuffer(cl_mem m, cl_mem_flags f, cl_buffer_create_type t, const void *i, cl_int *err)
-{
-    REAL(clCreateSubBuffer, cl_mem, cl_mem, cl_mem_flags, cl_buffer_create_type, const void *, cl_int *);
-    const double t0 = now_us();
-    cl_mem r = real_clCreateSubBuffer(m, f, t, i, err);
-    rec(F_SUB, t0, 0, 0);
-    return r;
-}
-
-cl_int clReleaseEvent(cl_event e)
-{
-    REAL(clReleaseEvent, cl_int, cl_event);
-    const double t0 = now_us();
-    cl_int r = real_clReleaseEvent(e);
-    rec(F_RELEV, t0, 0, 0);
-    return r;
-}
-
-void *clEnqueueMapBuffer(cl_command_queue q, cl_mem m, cl_bool b, cl_map_flags f, size_t off, size_t sz, cl_uint n,
-                         const cl_event *w, cl_event *e, cl_int *err)
-{
-    REAL(clEnqueueMapBuffer, void *, cl_command_queue, cl_mem, cl_bool, cl_map_flags, size_t, size_t, cl_uint,
-         const cl_event *, cl_event *, cl_int *);
-    const double t0 = now_us();
-    void *r = real_clEnqueueMapBuffer(q, m, b, f, off, sz, n, w, e, err);
-    rec(F_MAP, t0, sz, b);
-    return r;
-}
+WRAP(cl_int, clEnqueueNDRangeKernel, F_ND, 0, e != NULL,
+     (cl_command_queue q, cl_kernel k, cl_uint d, const size_t *o, const size_t *g, const size_t *l, cl_uint n,
+      const cl_event *w, cl_event *e),
+     (q, k, d, o, g, l, n, w, e))
+WRAP(cl_int, clEnqueueWriteBuffer, F_WRITE, sz, b,
+     (cl_command_queue q, cl_mem m, cl_bool b, size_t off, size_t sz, const void *p, cl_uint n, const cl_event *w,
+      cl_event *e),
+     (q, m, b, off, sz, p, n, w, e))
+WRAP(cl_int, clEnqueueReadBuffer, F_READ, sz, b,
+     (cl_command_queue q, cl_mem m, cl_bool b, size_t off, size_t sz, void *p, cl_uint n, const cl_event *w,
+      cl_event *e),
+     (q, m, b, off, sz, p, n, w, e))
+WRAP(cl_int, clEnqueueFillBuffer, F_FILL, sz, 0,
+     (cl_command_queue q, cl_mem m, const void *pat, size_t ps, size_t off, size_t sz, cl_uint n, const cl_event *w,
+      cl_event *e),
+     (q, m, pat, ps, off, sz, n, w, e))
+WRAP(cl_int, clEnqueueCopyBuffer, F_COPY, sz, 0,
+     (cl_command_queue q, cl_mem a, cl_mem b, size_t oa, size_t ob, size_t sz, cl_uint n, const cl_event *w,
+      cl_event *e),
+     (q, a, b, oa, ob, sz, n, w, e))
+WRAP(cl_int, clWaitForEvents, F_WAIT, n, 1, (cl_uint n, const cl_event *e), (n, e))
+WRAP(cl_int, clFinish, F_FINISH, 0, 1, (cl_command_queue q), (q))
+WRAP(cl_int, clFlush, F_FLUSH, 0, 0, (cl_command_queue q), (q))
+WRAP(cl_int, clGetEventProfilingInfo, F_PROF, 0, 0, (cl_event e, cl_profiling_info p, size_t s, void *v, size_t *r_),
+     (e, p, s, v, r_))
+WRAP(cl_int, clGetEventInfo, F_EVINFO, 0, 0, (cl_event e, cl_event_info p, size_t s, void *v, size_t *r_),
+     (e, p, s, v, r_))
+WRAP(cl_int, clSetKernelArg, F_SETARG, 0, 0, (cl_kernel k, cl_uint i, size_t s, const void *v), (k, i, s, v))
+WRAP(cl_int, clGetKernelWorkGroupInfo, F_KWG, 0, 0,
+     (cl_kernel k, cl_device_id d, cl_kernel_work_group_info p, size_t s, void *v, size_t *r_), (k, d, p, s, v, r_))
+WRAP(cl_mem, clCreateBuffer, F_CREATEBUF, sz, 0, (cl_context c, cl_mem_flags f, size_t sz, void *h, cl_int *err),
+     (c, f, sz, h, err))
+WRAP(cl_int, clReleaseMemObject, F_RELMEM, 0, 0, (cl_mem m), (m))
+WRAP(cl_mem, clCreateSubBuffer, F_SUB, 0, 0,
+     (cl_mem m, cl_mem_flags f, cl_buffer_create_type t, const void *i, cl_int *err), (m, f, t, i, err))
+WRAP(cl_int, clReleaseEvent, F_RELEV, 0, 0, (cl_event e), (e))
+WRAP(void *, clEnqueueMapBuffer, F_MAP, sz, b,
+     (cl_command_queue q, cl_mem m, cl_bool b, cl_map_flags f, size_t off, size_t sz, cl_uint n, const cl_event *w,
+      cl_event *e, cl_int *err),
+     (q, m, b, f, off, sz, n, w, e, err))
 
 static void dump(void)
 {

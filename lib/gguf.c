@@ -578,9 +578,10 @@ static bitnet_status decode_ternary(const bitnet_gguf_tensor_desc *d, const uint
     }
     uint64_t nblk = cols / GGUF_QK;
     size_t row_out = d->type == GGML_TQ2_0 ? bitnet_t2_row_bytes(cols) : bitnet_t3_row_bytes(cols);
-    if (d->type == GGML_TQ1_0 && !(q = malloc(cols ? (size_t)cols : 1))) return bn_fail(BITNET_E_NOMEM, "gguf: tensor '%s'", d->name);
+    if (!rows || !nblk) return BITNET_OK; /* no data (the rows may still be long: no buffer of their size) */
+    if (d->type == GGML_TQ1_0 && !(q = malloc((size_t)cols))) return bn_fail(BITNET_E_NOMEM, "gguf: tensor '%s'", d->name);
     const uint8_t *p = raw;
-    for (uint64_t r = 0; r < rows && nblk && !st; r++) {
+    for (uint64_t r = 0; r < rows && !st; r++) {
         uint8_t *o = (uint8_t *)t->data + r * row_out;
         for (uint64_t b = 0; b < nblk && !st; b++) {
             if (d->type == GGML_TQ2_0) {

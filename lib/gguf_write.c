@@ -170,13 +170,14 @@ static bitnet_status spool_ternary(bn_gguf_writer *w, const bitnet_tensor *t, ui
                        "f16 scale per 256-weight block", in->name, in->group);
     size_t bpb = in->dtype == BITNET_T2 ? GGUF_TQ2_BYTES : GGUF_TQ1_BYTES;
     size_t row_bytes = (size_t)(cols / GGUF_QK) * bpb;
-    uint8_t *buf = malloc(row_bytes ? row_bytes : 1);
-    int8_t *q = in->dtype == BITNET_T3 ? malloc(cols ? (size_t)cols : 1) : NULL;
+    if (!rows || !cols) return BITNET_OK; /* no data: a row's buffer for a [0, huge] shape would be huge for nothing */
+    uint8_t *buf = malloc(row_bytes);
+    int8_t *q = in->dtype == BITNET_T3 ? malloc((size_t)cols) : NULL;
     if (!buf || (in->dtype == BITNET_T3 && !q)) {
         st = bn_fail(BITNET_E_NOMEM, "gguf writer: tensor '%s'", in->name);
         goto out;
     }
-    for (uint64_t r = 0; r < rows && cols; r++) {
+    for (uint64_t r = 0; r < rows; r++) {
         if (q && (st = bitnet_t3_unpack((const uint8_t *)t->data + r * bitnet_t3_row_bytes(cols), 1, cols, q))) goto out;
         if ((st = ternary_row(t, r, cols, q, buf))) goto out;
         if (fwrite(buf, 1, row_bytes, w->spool) != row_bytes) {

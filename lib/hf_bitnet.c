@@ -77,11 +77,11 @@ static bitnet_status convert(const bitnet_tensor *packed, const bitnet_tensor *s
     out->info.dtype = to_float ? BITNET_F32 : BITNET_T2;
     out->info.scale_kind = to_float ? BITNET_SCALE_NONE : ns == 1 ? BITNET_SCALE_TENSOR : BITNET_SCALE_ROW;
     if ((st = bitnet_tensor_alloc(out))) goto out;
-    if (!(q = malloc(cols ? (size_t)cols : 1))) {
+    if (rows && cols && !(q = malloc((size_t)cols))) { /* no rows: no row buffer */
         st = bn_fail(BITNET_E_NOMEM, "tensor '%s'", packed->info.name);
         goto out;
     }
-    for (uint64_t r = 0; r < rows && cols; r++) {
+    for (uint64_t r = 0; r < rows && q; r++) {
         if (unpack_row(packed->data, packed->info.dims[0], cols, r, q, &bad)) {
             st = bn_fail(BITNET_E_FORMAT, "tensor '%s': code 3 (invalid) for row %llu column %llu (packed row %llu, bits %u-%u)",
                          packed->info.name, (unsigned long long)r, (unsigned long long)bad,

@@ -202,8 +202,8 @@ static bitnet_status convert_rows(const char *op, const uint8_t *in, size_t rb_i
                                   uint64_t cols, uint8_t *out, size_t rb_out, row_pack_fn pack)
 {
     bitnet_status st = pack_check(op, in, out, rows, cols, bitnet_t2_row_bytes(cols));
-    if (st) return st;
-    int8_t *q = malloc(cols ? (size_t)cols : 1);
+    if (st || !rows || !cols) return st; /* no rows: no row buffer (a [0, huge] shape would ask for a huge one) */
+    int8_t *q = malloc((size_t)cols);
     if (!q) return bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
     for (uint64_t r = 0; r < rows && !st; r++)
         if (!(st = unpack(op, in + r * rb_in, r, cols, q))) st = pack(op, q, r, cols, out + r * rb_out);

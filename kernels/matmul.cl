@@ -66,3 +66,51 @@ __kernel void mm_epilogue(__global float *y, __global const float *bias, const i
     if ((long)(t * out + o) == perturb) v = bn_perturb(v);
     y[t * out + o] = v;
 }
+
+/* One token: y[o] = act(sum_k x[k] w[o][k] + bias[o]), a work-group of LX
+ * items (a power of two, at most 256) per GV_ROWS rows of w.  Each item reads
+ * float4s of the rows at stride LX, GV_ROWS loads in flight, and keeps one
+ * partial sum per row; the work-group then adds them up in local memory.
+ * The weights are read once, at the memory's speed; x comes from the cache. */
+#ifndef GV_ROWS
+#define GV_ROWS 4
+#endif
+#define GV_MAXLX 256
+
+__kernel void mm_gemv(__global const float *x, __global const float *w, __global const float *bias, const int has_bias,
+                      const int act, __global float *y, const bn_size in, const bn_size out, const long perturb)
+{
+    __local float red[GV_ROWS][GV_MAXLX];
+    const int lid = get_local_id(0), lx = get_local_size(0);
+    const bn_size o0 = get_group_id(0) * GV_ROWS;
+    float acc[GV_ROWS];
+    const __global float *wr[GV_ROWS];
+    for (int r = 0; r < GV_ROWS; r++) {
+        acc[r] = 0.0f;
+        wr[r] = w + (o0 + r < out ? o0 + r : o0) * in; /* rows past the end read row o0 and are not stored */
+    }
+    const bn_size in4 = in / 4;
+    for (bn_size k = lid; k < in4; k += lx) {
+        const float4 xv = vload4(k, x);
+        float4 wv[GV_ROWS];
+        for (int r = 0; r < GV_ROWS; r++) wv[r] = vload4(k, wr[r]);
+        for (int r = 0; r < GV_ROWS; r++) acc[r] += dot(wv[r], xv);
+    }
+    for (bn_size k = in4 * 4 + lid; k < in; k += lx)
+        for (int r = 0; r < GV_ROWS; r++) acc[r] += wr[r][k] * x[k];
+    for (int r = 0; r < GV_ROWS; r++) red[r][lid] = acc[r];
+    for (int h = lx / 2; h > 0; h /= 2) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < h)
+            for (int r = 0; r < GV_ROWS; r++) red[r][lid] += red[r][lid + h];
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < GV_ROWS && o0 + lid < out) {
+        const bn_size o = o0 + lid;
+        float v = red[lid][0];
+        if (has_bias) v = v + bias[o];
+        if (act) v = bn_act(act, v);
+        if ((long)o == perturb) v = bn_perturb(v);
+        y[o] = v;
+    }
+}

@@ -17,6 +17,14 @@
  * and 25.9 / 51.0 ms).  So: the own kernel for several tokens on an NVIDIA GPU
  * when out x in is at most 4096 x 4096, CLBlast everywhere else.
  * BITNET_OCL_MATMUL=own or =clblast forces one (for measurements).
+ *
+ * "own" at one token is mm_gemv, a matrix-vector kernel that streams each
+ * weight row once in float4s (4 rows per work-group in flight), written to
+ * take the one-token case from CLBlast's Sgemv (552.7 us at 16384 x 16384
+ * above, where cuBLAS took 372.5 us).  It has not run on a GPU yet:
+ * tests/device/linalg.sh compares it there.  On PoCL (this 2-core VM,
+ * kernel medians, CLBlast / mm_gemv) CLBlast wins: 1024 x 1024 0.34 / 0.56
+ * to 0.62 ms, 4096 x 4096 4.65-4.80 / 5.03-5.09 ms.
  */
 #include "../cpu/bitlinear.h"
 #include "blas.h"
@@ -65,6 +73,25 @@ static bitnet_status matmul_blas(bn_ocl *o, cl_mem bx, uint64_t tokens, uint64_t
     return bn_ocl_run(o, k, 2, global, NULL, "matmul_f32");
 }
 
+/* One token through mm_gemv: GV_ROWS rows per work-group of up to 256 items. */
+static bitnet_status gemv(bn_ocl *o, cl_mem bx, uint64_t in, cl_mem bw, uint64_t out, cl_mem bb, int has_bias,
+                          bitnet_act act, cl_mem by)
+{
+    cl_kernel k;
+    bitnet_status st = bn_ocl_kernel(o, "matmul", "mm_gemv", "-DGV_ROWS=4", &k);
+    if (st) return st;
+    const cl_int hb = has_bias, a = (cl_int)act;
+    const cl_ulong ci = in, co = out;
+    const cl_long perturb = bn_test_perturb("matmul_f32") ? 0 : -1;
+    if ((st = bn_ocl_args(o, k, 9, sizeof bx, &bx, sizeof bw, &bw, sizeof bb, &bb, sizeof hb, &hb, sizeof a, &a,
+                          sizeof by, &by, sizeof ci, &ci, sizeof co, &co, sizeof perturb, &perturb)))
+        return st;
+    size_t lx = 1, max = bn_ocl_kernel_wg(o, k);
+    while (lx * 2 <= 256 && lx * 2 <= max) lx *= 2;
+    const size_t global = (size_t)((out + 3) / 4) * lx;
+    return bn_ocl_run(o, k, 1, &global, &lx, "matmul_f32");
+}
+
 bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint64_t in, const float *w, uint64_t out,
                                 const float *bias, bitnet_act act, float *y)
 {
@@ -85,6 +112,10 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
     if (!own_kernel(o, tokens, in, out)) {
         /* CLBlast computes beta * y even for beta = 0: a pooled y may hold NaN */
         if (!(st = bn_ocl_fill0(o, by, yb))) st = matmul_blas(o, bx, tokens, in, bw, out, bb, bias != NULL, act, by);
+        goto out;
+    }
+    if (tokens == 1) {
+        st = gemv(o, bx, in, bw, out, bb, bias != NULL, act, by);
         goto out;
     }
     if ((st = bn_ocl_kernel(o, "matmul", "mm_f32", "-DMM_TS=32 -DMM_WPT=4", &k))) goto out;

@@ -57,7 +57,7 @@ static double nmse(const double *ref, const float *got, uint64_t n)
 }
 
 typedef struct { uint64_t tokens, in, out; } shape3;
-static const shape3 shapes[] = {{1, 1, 1}, {1, 3, 5}, {2, 17, 64}, {7, 255, 5}, {1, 4097, 64}, {64, 255, 1000}, {9, 130, 33}, {3, 4097, 17}};
+static const shape3 shapes[] = {{1, 1, 1}, {1, 3, 5}, {2, 17, 64}, {7, 255, 5}, {1, 4097, 64}, {64, 255, 1000}, {9, 130, 33}, {3, 4097, 17}, {1, 1024, 1001}};
 
 static int check_backend(bitnet_backend *be)
 {

@@ -22,5 +22,7 @@ la="--op cholesky,qr,svd --shape 4096x4096 --min-reps 3 --min-time 0.2 --warmup 
 timeout 200 bitnet-bench --device cpu --threads 16 $la > "$OUT/linalg-cpu.md" 2> "$OUT/linalg-cpu.err"
 timeout 100 bitnet-bench --device opencl --threads 16 --op cholesky --shape 4096x4096 --min-reps 5 --min-time 0.2 \
     --warmup 1 --format md > "$OUT/linalg-ocl.md" 2> "$OUT/linalg-ocl.err"
+timeout 200 bitnet-bench --device opencl --threads 16 --op qr,svd --shape 4096x4096 --min-reps 1 --min-time 0.2 \
+    --warmup 1 --format md >> "$OUT/linalg-ocl.md" 2>> "$OUT/linalg-ocl.err"
 timeout 150 python3 "$D/t/device/torch_f32.py" linalg 4096 > "$OUT/torch-linalg.txt" 2>&1
 cat "$OUT"/mm-*.md "$OUT/cublas-fp32.txt" "$OUT"/linalg-*.md "$OUT/torch-linalg.txt"

@@ -258,6 +258,7 @@ typedef struct { uint64_t in, out, tokens; } shape3;
 static const shape3 quick_shapes[] = {
     {1, 1, 1}, {3, 5, 2}, {17, 64, 7}, {255, 5, 1}, {4097, 5, 2}, {4097, 64, 1}, {128, 1000, 7}, {255, 64, 64}, {384, 33, 9},
     {4097, 33, 9}, {8193, 3, 16}, {2049, 17, 64}, /* activations beyond 32 KiB: the column-chunked path */
+    {255, 5, 513}, {17, 64, 513},                 /* tokens past 512: several token blocks and one left over */
 };
 
 typedef struct { bitnet_scale_kind kind; uint32_t group; } skind;
@@ -521,14 +522,14 @@ static void test_opencl_nv_emulated(void **state)
  * BITNET_MMA_OPTS sets its tunables.  Shapes with every awkward in (3: one
  * half super-block; 255: one odd block; 4097: 33 blocks, several chunks),
  * out (1, 5, 17: rows past out in a tile; 64; 1000: many work-groups) and
- * tokens (8, 9, 17, 64: passes and tokens past the count), tensor and row
+ * tokens (8, 9, 17, 64, 513: passes and tokens past the count), tensor and row
  * scales, through the tunables the host picks and through fixed ones (k split
  * over warps with and without idle warps, several row tiles per warp, s8
  * decoding, more rows per work-group than out), exactly against the _ref. */
 typedef struct { uint64_t in, out, tokens; int row, host; } mshape; /* host: also through the host's choice */
 static const mshape mma_shapes[] = {
     {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 0},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
-    {4097, 64, 8, 1, 0}, {255, 1, 17, 0, 0}, {128, 1000, 64, 0, 1}, {4097, 17, 9, 1, 0},
+    {4097, 64, 8, 1, 0}, {255, 1, 17, 0, 0}, {128, 1000, 64, 0, 1}, {4097, 17, 9, 1, 0}, {255, 17, 513, 1, 1},
 };
 static const char *const mma_opts[] = {
     "", /* the host's choice from the shape */

@@ -329,15 +329,29 @@ static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0,
     }
 }
 
-static void emit(const bl_job *j, uint64_t o, uint64_t t0, uint64_t nt, const int32_t *acc)
+/* The outputs of rows [r0, r0 + nr) for every token from their sums
+ * (acc[(o - r0) * ld + t]), token by token: each token's outputs are one
+ * contiguous run of y.  Row by row, the tokens' outputs lie `out` floats
+ * apart, a multiple of 4 KiB for the usual widths, so that the stores of a
+ * row all fell in one L1 set: row by row this took 18% of a 64-token call
+ * on AMX (perf, 4096 x 14336, one thread).  Token by token the call took
+ * 3.57-3.72 ms against 4.15-4.45 ms (2 threads, this 2-core Xeon VM, three
+ * alternating runs of bitnet-bench --op bitlinear --shape 4096x14336
+ * --tokens 8,64 --scale tensor,row --llc 1); 8 tokens and the VNNI path
+ * were unchanged. */
+static void emit_rows(const bl_job *j, uint64_t r0, uint64_t nr, const int32_t *acc, size_t ld)
 {
     const bitnet_ternary_matrix *w = j->w;
     const bitnet_bitlinear_io *io = j->io;
-    const float d = w->kind == BITNET_SCALE_ROW ? w->d[o] : w->d[0];
-    for (uint64_t i = 0; i < nt; i++) {
-        const uint64_t t = t0 + i;
-        const float y = bn_bl_tensor_row(acc[i] - j->xtot[t], d, j->xs[t]);
-        j->y[t * w->out + o] = bn_bl_finish(y, io->bias, o, io->act);
+    const int per_row = w->kind == BITNET_SCALE_ROW;
+    for (uint64_t t = 0; t < io->tokens; t++) {
+        float *y = j->y + t * w->out + r0;
+        const int32_t xt = j->xtot[t];
+        const float sx = j->xs[t];
+        for (uint64_t i = 0; i < nr; i++) {
+            const float v = bn_bl_tensor_row(acc[i * ld + t] - xt, per_row ? w->d[r0 + i] : w->d[0], sx);
+            y[i] = bn_bl_finish(v, io->bias, r0 + i, io->act);
+        }
     }
 }
 
@@ -365,7 +379,7 @@ static void rows_tensor_row(void *arg, uint64_t begin, uint64_t end)
                 sums_chunk(j, r0, r1, c0, j->nblocks - c0 < cb ? j->nblocks - c0 : cb, part, end);
         else
             sums_chunk(j, r0, r1, 0, j->nblocks, part, end);
-        for (uint64_t o = r0; o < r1; o++) emit(j, o, 0, T, part + (o - r0) * T);
+        emit_rows(j, r0, r1 - r0, part, T);
     }
     free(part);
 }
@@ -498,7 +512,7 @@ static void rows_tiles(void *arg, uint64_t begin, uint64_t end)
         return;
     }
     j->tiles(j->w->t2 + begin * j->rb, j->rb, end - begin, j->xpack, j->ntt, j->nsteps, acc, ld);
-    for (uint64_t o = begin; o < end; o++) emit(j, o, 0, j->io->tokens, acc + (o - begin) * ld);
+    emit_rows(j, begin, end - begin, acc, ld);
     free(acc);
 }
 

@@ -7,6 +7,9 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef BN_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
 
 static const char *const simd_names[] = {"scalar", "avx2", "avx512", "avx512-vnni", "amx"};
 
@@ -62,11 +65,50 @@ bitnet_status bn_cpu_create(bn_cpu **out, int threads)
     return BITNET_OK;
 }
 
+/* Scratch above this size is given back after the call that needed it. */
+#define SCRATCH_KEEP ((size_t)64 << 20)
+
+void *bn_cpu_scratch(bn_cpu *cpu, size_t n)
+{
+    if (n > cpu->scratch_bytes) {
+        if (n > SIZE_MAX - 63) return NULL;
+        free(cpu->scratch);
+        cpu->scratch_bytes = 0;
+        if (!(cpu->scratch = aligned_alloc(64, (n + 63) & ~(size_t)63))) return NULL;
+        cpu->scratch_bytes = n;
+    }
+#ifdef BN_ASAN
+    ASAN_POISON_MEMORY_REGION(cpu->scratch, cpu->scratch_bytes);
+#endif
+    return cpu->scratch;
+}
+
+void bn_cpu_scratch_open(bn_cpu *cpu, size_t at, size_t bytes)
+{
+#ifdef BN_ASAN
+    ASAN_UNPOISON_MEMORY_REGION((char *)cpu->scratch + at, bytes);
+#else
+    (void)cpu, (void)at, (void)bytes;
+#endif
+}
+
+void bn_cpu_scratch_done(bn_cpu *cpu)
+{
+#ifdef BN_ASAN
+    if (cpu->scratch) ASAN_UNPOISON_MEMORY_REGION(cpu->scratch, cpu->scratch_bytes);
+#endif
+    if (cpu->scratch_bytes <= SCRATCH_KEEP) return;
+    free(cpu->scratch);
+    cpu->scratch = NULL;
+    cpu->scratch_bytes = 0;
+}
+
 static void cpu_free(void *ctx)
 {
     bn_cpu *c = ctx;
     if (!c) return;
     bn_pool_free(c->pool);
+    free(c->scratch);
     free(c);
 }
 

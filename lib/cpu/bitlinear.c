@@ -205,7 +205,7 @@ static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
 
 /* ---- the fast path ------------------------------------------------------ */
 
-typedef struct {
+typedef struct bl_job {
     const bitnet_ternary_matrix *w;
     const bitnet_bitlinear_io *io;
     const bn_t2_kernels *k;
@@ -217,15 +217,19 @@ typedef struct {
     int32_t *xtot;     /* sum of x per token */
     int32_t *xgrp;     /* group scales: sum of x per group, tokens * ngroups */
     float *y;          /* tokens x out (io->y or scratch) */
-    int failed;        /* set by a worker: 1 not finite, 2 out of memory */
+    int failed;        /* set by a worker: the input or the output is not finite */
     /* many tokens on tiles (NULL: not used) */
     bn_t2_tiles_fn tiles;
     int8_t *xpack;     /* ntt x nsteps tiles of 1 KiB */
     uint64_t ntt;
     size_t nsteps;
     /* rows in pieces handed out in order to whichever thread asks next */
-    bn_range_fn rows_fn;
+    void (*rows_fn)(struct bl_job *j, uint64_t begin, uint64_t end, int32_t *acc);
     uint64_t piece_rows, npieces, next_piece;
+    /* each thread's partial sums: slot i at acc + i * acc_elems */
+    int32_t *acc;
+    size_t acc_elems;
+    uint64_t next_slot;
 } bl_job;
 
 static void set_failed(bl_job *j, int why) { __atomic_store_n(&j->failed, why, __ATOMIC_RELAXED); }
@@ -360,17 +364,12 @@ static void emit_rows(const bl_job *j, uint64_t r0, uint64_t nr, const int32_t *
 #define BL_ROWS 256
 /* Rows per batch of the group-scale path */
 #define BL_GROUP_ROWS 8
-static void rows_tensor_row(void *arg, uint64_t begin, uint64_t end)
+static uint64_t tensor_row_rows(uint64_t T) { return T <= BL_ROWS ? BL_ROWS : 2; }
+static void rows_tensor_row(bl_job *j, uint64_t begin, uint64_t end, int32_t *part)
 {
-    bl_job *j = arg;
     const uint64_t T = j->io->tokens;
     const size_t cb = chunk_blocks(j);
-    const uint64_t rows = T <= BL_ROWS ? BL_ROWS : 2;
-    int32_t *part = malloc((size_t)(rows * T) * sizeof(int32_t));
-    if (!part) {
-        set_failed(j, 2);
-        return;
-    }
+    const uint64_t rows = tensor_row_rows(T);
     for (uint64_t r0 = begin; r0 < end; r0 += rows) {
         const uint64_t r1 = end - r0 < rows ? end : r0 + rows;
         memset(part, 0, (size_t)((r1 - r0) * T) * sizeof(int32_t));
@@ -381,7 +380,6 @@ static void rows_tensor_row(void *arg, uint64_t begin, uint64_t end)
             sums_chunk(j, r0, r1, 0, j->nblocks, part, end);
         emit_rows(j, r0, r1 - r0, part, T);
     }
-    free(part);
 }
 
 /* Group scales, one token: acc[g] = sum of sub over group g (spg
@@ -418,18 +416,12 @@ static inline __attribute__((always_inline)) void group_chains(const int32_t *ac
     for (uint64_t r = 0; r < nr; r++) y[r] = sum[r];
 }
 
-static void rows_group(void *arg, uint64_t begin, uint64_t end)
+static void rows_group(bl_job *j, uint64_t begin, uint64_t end, int32_t *sub)
 {
-    bl_job *j = arg;
     const bitnet_ternary_matrix *w = j->w;
     const bitnet_bitlinear_io *io = j->io;
     const uint64_t T = io->tokens, out = w->out;
     const uint64_t ng = (w->in + w->group - 1) / w->group, spg = w->group / 32;
-    int32_t *sub = malloc(BL_GROUP_ROWS * j->nsub * sizeof(int32_t));
-    if (!sub) {
-        set_failed(j, 2);
-        return;
-    }
     /* Groups of whole blocks: one dot call per group for up to
      * tokens_per_pass tokens (the kernels' natural layout; the AVX2 set is
      * the one picked for group scales), the same float order as below. */
@@ -473,7 +465,6 @@ static void rows_group(void *arg, uint64_t begin, uint64_t end)
             for (uint64_t r = 0; r < nr; r++) j->y[t * out + o + r] = bn_bl_finish(y[r] / j->xs[t], io->bias, o + r, io->act);
         }
     }
-    free(sub);
 }
 
 /* ---- many tokens on INT8 tiles (AMX, or its plain-C emulation) --------------- */
@@ -502,18 +493,11 @@ static void tiles_pack(void *arg, uint64_t begin, uint64_t end)
         }
 }
 
-static void rows_tiles(void *arg, uint64_t begin, uint64_t end)
+static void rows_tiles(bl_job *j, uint64_t begin, uint64_t end, int32_t *acc)
 {
-    bl_job *j = arg;
     const size_t ld = (size_t)j->ntt * 16;
-    int32_t *acc = malloc((size_t)(end - begin) * ld * sizeof(int32_t));
-    if (!acc) {
-        set_failed(j, 2);
-        return;
-    }
     j->tiles(j->w->t2 + begin * j->rb, j->rb, end - begin, j->xpack, j->ntt, j->nsteps, acc, ld);
     emit_rows(j, begin, end - begin, acc, ld);
-    free(acc);
 }
 
 /* The tile function for this call, or NULL. */
@@ -540,11 +524,13 @@ static void rows_dynamic(void *arg, uint64_t begin, uint64_t end)
     bl_job *j = arg;
     (void)begin;
     (void)end;
+    /* one slot of partial sums per running range: at most one per thread */
+    int32_t *acc = j->acc + __atomic_fetch_add(&j->next_slot, 1, __ATOMIC_RELAXED) * j->acc_elems;
     for (;;) {
         const uint64_t p = __atomic_fetch_add(&j->next_piece, 1, __ATOMIC_RELAXED);
         if (p >= j->npieces || __atomic_load_n(&j->failed, __ATOMIC_RELAXED)) break;
         const uint64_t r0 = p * j->piece_rows, out = j->w->out;
-        j->rows_fn(j, r0, out - r0 < j->piece_rows ? out : r0 + j->piece_rows);
+        j->rows_fn(j, r0, out - r0 < j->piece_rows ? out : r0 + j->piece_rows, acc);
     }
 }
 
@@ -564,9 +550,15 @@ static void requant_tokens(void *arg, uint64_t begin, uint64_t end)
 #define BL_PIECE (1u << 20)
 #endif
 
-static void *alloc64(size_t n)
+/* Scratch layout: consecutive parts, each 64-byte aligned (a 64-byte load
+ * across two cache lines costs two) with BN_SCRATCH_GAP bytes after it;
+ * returns nonzero on overflow. */
+static int carve(size_t *total, size_t bytes, size_t *at)
 {
-    return n > SIZE_MAX - 63 ? NULL : aligned_alloc(64, (n + 63) & ~(size_t)63);
+    size_t r;
+    if (bn_add_size(bytes, 63 + BN_SCRATCH_GAP, &r)) return 1;
+    *at = *total;
+    return bn_add_size(*total, r & ~(size_t)63, total);
 }
 
 bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
@@ -586,42 +578,50 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     size_t xbytes, ybytes;
     if (bn_mul_size(j.xstride, (size_t)T, &xbytes) || bn_mul_size((size_t)T * out, sizeof(float), &ybytes))
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
-    bitnet_status st = BITNET_OK;
-    float *yscratch = NULL;
-    /* 64-byte aligned: a 64-byte load across two cache lines costs two */
-    j.xq = alloc64(xbytes);
-    j.xnat = j.k->pair_layout ? alloc64(xbytes) : NULL;
-    j.xs = malloc((size_t)T * sizeof(float));
-    j.xsub = malloc((size_t)T * j.nsub * sizeof(int32_t));
-    j.xtot = malloc((size_t)T * sizeof(int32_t));
-    if (group) j.xgrp = malloc((size_t)T * (size_t)((in + w->group - 1) / w->group) * sizeof(int32_t));
-    j.y = io->y;
-    if (!j.y) j.y = yscratch = malloc(ybytes);
-    if (!j.xq || (j.k->pair_layout && !j.xnat) || !j.xs || !j.xsub || !j.xtot || (group && !j.xgrp) || !j.y) {
-        st = bn_fail(BITNET_E_NOMEM, "bitlinear: scratch");
-        goto out;
-    }
-    bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
-    if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }
     j.tiles = pick_tiles(cpu, T, group);
-    if (j.tiles) {
-        size_t pbytes;
-        j.ntt = (T + 15) / 16;
-        j.nsteps = j.nblocks * 2;
-        if (bn_mul_size(j.nsteps * 1024, (size_t)j.ntt, &pbytes) || !(j.xpack = alloc64(pbytes))) {
-            st = bn_fail(BITNET_E_NOMEM, "bitlinear: packed activations");
-            goto out;
-        }
-        bn_parallel_for(cpu->pool, j.nsteps, 4, tiles_pack, &j);
-    }
-    uint64_t piece = BL_PIECE, wbytes = out * j.rb, per = 4 * (uint64_t)bn_pool_threads(cpu->pool);
+    j.ntt = (T + 15) / 16;
+    j.nsteps = j.nblocks * 2;
+    uint64_t piece = BL_PIECE, wbytes = out * j.rb;
+    const uint64_t threads = (uint64_t)bn_pool_threads(cpu->pool), per = 4 * threads;
     if (wbytes / per < piece) piece = wbytes / per;
     j.rows_fn = j.tiles ? rows_tiles : group ? rows_group : rows_tensor_row;
     /* a multiple of 16: whole tiles, whole passes of the two-row kernel and of the 8-row group chains */
     j.piece_rows = (piece / j.rb + 16) & ~(uint64_t)15;
     j.npieces = (out + j.piece_rows - 1) / j.piece_rows;
+    /* the partial sums of one thread's piece: tiles, group chains or row passes */
+    j.acc_elems = j.tiles ? (size_t)(j.piece_rows * j.ntt * 16)
+                  : group ? BL_GROUP_ROWS * j.nsub
+                          : (size_t)(tensor_row_rows(T) * T);
+    size_t ng = 0, pbytes = 0, accbytes;
+    if (group) ng = (size_t)((in + w->group - 1) / w->group);
+    if ((j.tiles && bn_mul_size(j.nsteps * 1024, (size_t)j.ntt, &pbytes)) ||
+        bn_mul_size(j.acc_elems * sizeof(int32_t), (size_t)threads, &accbytes))
+        return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
+    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, Y, XPACK, ACC, NPARTS };
+    const size_t bytes[NPARTS] = {
+        [XQ] = xbytes, [XNAT] = j.k->pair_layout ? xbytes : 0, [XS] = (size_t)T * sizeof(float),
+        [XSUB] = (size_t)T * j.nsub * sizeof(int32_t), [XTOT] = (size_t)T * sizeof(int32_t),
+        [XGRP] = (size_t)T * ng * sizeof(int32_t), [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes};
+    size_t at[NPARTS], total = 0;
+    for (int i = 0; i < NPARTS; i++)
+        if (carve(&total, bytes[i], &at[i])) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
+    char *scr = bn_cpu_scratch(cpu, total);
+    if (!scr) return bn_fail(BITNET_E_NOMEM, "bitlinear: scratch of %zu bytes", total);
+    for (int i = 0; i < NPARTS; i++) bn_cpu_scratch_open(cpu, at[i], bytes[i]);
+    j.xq = (int8_t *)(scr + at[XQ]);
+    j.xnat = j.k->pair_layout ? (int8_t *)(scr + at[XNAT]) : NULL;
+    j.xs = (float *)(scr + at[XS]);
+    j.xsub = (int32_t *)(scr + at[XSUB]);
+    j.xtot = (int32_t *)(scr + at[XTOT]);
+    j.xgrp = group ? (int32_t *)(scr + at[XGRP]) : NULL;
+    j.y = io->y ? io->y : (float *)(scr + at[Y]);
+    j.xpack = j.tiles ? (int8_t *)(scr + at[XPACK]) : NULL;
+    j.acc = (int32_t *)(scr + at[ACC]);
+    bitnet_status st = BITNET_OK;
+    bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
+    if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }
+    if (j.tiles) bn_parallel_for(cpu->pool, j.nsteps, 4, tiles_pack, &j);
     bn_parallel_for(cpu->pool, j.npieces, 1, rows_dynamic, &j);
-    if (j.failed) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: partial sums"); goto out; }
     if (io->yq) {
         bn_parallel_for(cpu->pool, T, 1, requant_tokens, &j);
         if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf"); goto out; }
@@ -631,13 +631,6 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         else io->y[0] = io->y[0] + 1.0f;
     }
 out:
-    free(j.xq);
-    free(j.xnat);
-    free(j.xs);
-    free(j.xsub);
-    free(j.xtot);
-    free(j.xgrp);
-    free(j.xpack);
-    free(yscratch);
+    bn_cpu_scratch_done(cpu);
     return st;
 }

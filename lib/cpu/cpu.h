@@ -28,7 +28,34 @@ void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, voi
 typedef struct {
     bn_pool *pool;
     bn_simd simd;
+    /* Scratch reused from call to call (calls on one backend run one at a
+     * time): memory freed after every call came back as fresh pages, page
+     * faults and all, on the next. */
+    void *scratch;
+    size_t scratch_bytes;
 } bn_cpu;
+/* At least n bytes of 64-byte aligned scratch, valid until the next call
+ * (NULL when out of memory).  In AddressSanitizer builds all of it is
+ * poisoned: the caller opens each part it uses with bn_cpu_scratch_open and
+ * leaves BN_SCRATCH_GAP bytes between parts, so that an overrun of one part
+ * is caught as it would be between separate allocations. */
+void *bn_cpu_scratch(bn_cpu *cpu, size_t n);
+void bn_cpu_scratch_open(bn_cpu *cpu, size_t at, size_t bytes);
+#if defined(__SANITIZE_ADDRESS__)
+#define BN_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BN_ASAN 1
+#endif
+#endif
+#ifdef BN_ASAN
+#define BN_SCRATCH_GAP 64
+#else
+#define BN_SCRATCH_GAP 0
+#endif
+/* Ends a call's use of the scratch: it is kept for the next call unless it
+ * grew past what is worth holding between calls. */
+void bn_cpu_scratch_done(bn_cpu *cpu);
 
 /* The CPU table: every slot set. */
 extern const bn_backend_ops bn_cpu_ops;

@@ -8,7 +8,8 @@
  *     up to 4095 blocks per row and shifts beyond: worst-case magnitudes on
  *     both sides of the limit, checked against integers computed here;
  *   - weights and inputs at odd addresses;
- *   - many calls in a row (the thread pool's spinning hand-off);
+ *   - many calls in a row (the thread pool's spinning hand-off), and calls
+ *     of changing scratch needs, past what the backend keeps between calls;
  *   - the tiled path for 8 tokens and more (AMX, bitlinear_tiles.h): its
  *     tile function alone against sums computed here, emulated in plain C
  *     and, where the CPU has AMX, natively; and every public call with
@@ -317,6 +318,47 @@ static void test_repeated_calls(void **state)
     bitnet_backend_free(be);
 }
 
+/* The backend's scratch, reused from call to call and given back after a
+ * call that needed more than the library keeps (64 MiB; here the float
+ * output behind a re-quantized one, 2048 x 8400 floats): calls of changing
+ * needs in turn, small, big, small, big, each against the reference. */
+static void requant_case(bitnet_backend *be, uint64_t in, uint64_t out, uint64_t tokens, bitnet_scale_kind kind)
+{
+    const uint64_t nd = kind == BITNET_SCALE_TENSOR ? 1 : out;
+    int8_t *q = malloc(in * out), *yq = malloc(tokens * out), *yqref = malloc(tokens * out);
+    uint8_t *t2 = malloc(tu_t2_row_bytes(in) * out);
+    float *d = malloc(nd * sizeof(float)), *x = malloc(tokens * in * sizeof(float));
+    float *ys = malloc(tokens * sizeof(float)), *ysref = malloc(tokens * sizeof(float));
+    assert_true(q && yq && yqref && t2 && d && x && ys && ysref);
+    for (uint64_t i = 0; i < in * out; i++) q[i] = (int8_t)((int)(rnd() % 3) - 1);
+    tu_t2_pack(q, out, in, t2);
+    for (uint64_t i = 0; i < nd; i++) d[i] = 0.01f + (rndf() + 1.0f);
+    for (uint64_t i = 0; i < tokens * in; i++) x[i] = rndf() * 5.0f;
+    bitnet_ternary_matrix w = {t2, out, in, kind, 0, d};
+    bitnet_bitlinear_io io = {.tokens = tokens, .x = x, .yq = yqref, .ys = ysref};
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    io.yq = yq;
+    io.ys = ys;
+    memset(yq, 0x5a, tokens * out);
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_OK);
+    assert_memory_equal(yq, yqref, tokens * out);
+    assert_memory_equal(ys, ysref, tokens * sizeof(float));
+    free(q); free(yq); free(yqref); free(t2); free(d); free(x); free(ys); free(ysref);
+}
+
+static void test_scratch_reuse(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 2), BITNET_OK);
+    for (int r = 0; r < 2; r++) {
+        requant_case(be, 300, 70, 3, BITNET_SCALE_ROW);
+        requant_case(be, 32, 8400, 2048, r ? BITNET_SCALE_ROW : BITNET_SCALE_TENSOR);
+        requant_case(be, 257, 33, 64, BITNET_SCALE_TENSOR);
+    }
+    bitnet_backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_odd_addresses),
         cmocka_unit_test(test_noshift_bounds),
         cmocka_unit_test(test_repeated_calls),
+        cmocka_unit_test(test_scratch_reuse),
         cmocka_unit_test(test_tiles),
         cmocka_unit_test(test_tiles_public),
     };

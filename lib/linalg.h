@@ -75,5 +75,7 @@ bitnet_status bn_ocl_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, u
                                     const void *b, uint64_t nrhs, void *x);
 bitnet_status bn_ocl_qr(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q,
                         void *r);
+bitnet_status bn_ocl_lstsq(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                           const void *b, uint64_t nrhs, void *x);
 
 #endif

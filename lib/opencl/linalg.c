@@ -196,11 +196,10 @@ bitnet_status bn_ocl_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, u
 
 /* C = alpha op(A) op(B) + beta C, row-major, on device buffers (offsets and
  * leading dimensions in elements). */
-static bitnet_status gemm(bn_ocl *o, bitnet_dtype dt, int ta, int tb, uint64_t M, uint64_t N, uint64_t K, double alpha,
-                          cl_mem a, size_t aoff, uint64_t lda, cl_mem b, size_t boff, uint64_t ldb, double beta,
-                          cl_mem c, size_t coff, uint64_t ldc)
+static bitnet_status gemm(bn_ocl *o, const char *op, bitnet_dtype dt, int ta, int tb, uint64_t M, uint64_t N, uint64_t K,
+                          double alpha, cl_mem a, size_t aoff, uint64_t lda, cl_mem b, size_t boff, uint64_t ldb,
+                          double beta, cl_mem c, size_t coff, uint64_t ldc)
 {
-    const char *op = "qr";
     const CLBlastTranspose tra = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
     const CLBlastTranspose trb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
     if (!M || !N || !K) return BITNET_OK;
@@ -216,8 +215,10 @@ static bitnet_status gemm(bn_ocl *o, bitnet_dtype dt, int ta, int tb, uint64_t M
 }
 
 typedef struct {
+    const char *op;           /* "qr" or "lstsq": errors and kernel times */
     cl_mem a, v, t, w, w2, q; /* A [m x n]; V [m x k]; T blocks [QR_NB x QR_NB] each; W, W2 [QR_NB x n]; Q [m x k] */
     void *hp, *hc, *tau, *th; /* host: a panel row-major and column-major [m x QR_NB], tau, T (column-major) */
+    void *eye;                /* host: [I; 0] [m x k], Q's start */
 } qr_bufs;
 
 /* X -= V T' V^T X on rows j0.. of the columns [c0, c0 + nc) of x (leading
@@ -228,9 +229,9 @@ static bitnet_status apply_block(bn_ocl *o, bitnet_dtype dt, const qr_bufs *b, u
 {
     const uint64_t mm = m - j0;
     const size_t voff = (size_t)(j0 * k + j0), xoff = (size_t)(j0 * ldx + c0), toff = (size_t)(bi * QR_NB * QR_NB);
-    bitnet_status st = gemm(o, dt, 1, 0, jb, nc, mm, 1.0, b->v, voff, k, x, xoff, ldx, 0.0, b->w, 0, nc);
-    if (!st) st = gemm(o, dt, trans_t, 0, jb, nc, jb, 1.0, b->t, toff, jb, b->w, 0, nc, 0.0, b->w2, 0, nc);
-    if (!st) st = gemm(o, dt, 0, 0, mm, nc, jb, -1.0, b->v, voff, k, b->w2, 0, nc, 1.0, x, xoff, ldx);
+    bitnet_status st = gemm(o, b->op, dt, 1, 0, jb, nc, mm, 1.0, b->v, voff, k, x, xoff, ldx, 0.0, b->w, 0, nc);
+    if (!st) st = gemm(o, b->op, dt, trans_t, 0, jb, nc, jb, 1.0, b->t, toff, jb, b->w, 0, nc, 0.0, b->w2, 0, nc);
+    if (!st) st = gemm(o, b->op, dt, 0, 0, mm, nc, jb, -1.0, b->v, voff, k, b->w2, 0, nc, 1.0, x, xoff, ldx);
     return st;
 }
 
@@ -245,8 +246,8 @@ static bitnet_status qr_one(bn_ocl *o, bitnet_dtype dt, const qr_bufs *b, uint64
         if ((st = rect(o, b->a, es, n, j0, j0, mm, jb, b->hp, 0))) break;
         bn_la_to_colmajor(dt, b->hp, mm, jb, b->hc);
         const int info = bn_cpu_qr_panel(dt, b->hc, (int)mm, (int)jb, b->tau, b->th);
-        if (info == -1000) return bn_fail(BITNET_E_NOMEM, "qr: out of memory");
-        if (info) return bn_fail(BITNET_E_NUMERIC, "qr: LAPACK geqrf failed on a panel (info %d)", info);
+        if (info == -1000) return bn_fail(BITNET_E_NOMEM, "%s: out of memory", b->op);
+        if (info) return bn_fail(BITNET_E_NUMERIC, "%s: LAPACK geqrf failed on a panel (info %d)", b->op, info);
         /* R (zeros below it) back into A; V, unit diagonal and zeros above, into its buffer */
         for (uint64_t i = 0; i < mm; i++)
             for (uint64_t j = 0; j < jb; j++)
@@ -272,42 +273,122 @@ static bitnet_status qr_one(bn_ocl *o, bitnet_dtype dt, const qr_bufs *b, uint64
     return st;
 }
 
+/* Device and host buffers of the QR of m x n matrices; release with qr_bufs_free. */
+static bitnet_status qr_bufs_init(bn_ocl *o, const char *op, bitnet_dtype dt, uint64_t m, uint64_t n, qr_bufs *b)
+{
+    const size_t es = bn_la_esize(dt);
+    const uint64_t k = m < n ? m : n, nblk = (k + QR_NB - 1) / QR_NB;
+    memset(b, 0, sizeof *b);
+    b->op = op;
+    b->eye = calloc((size_t)(m * k), es);
+    b->hp = malloc((size_t)(m * QR_NB) * es);
+    b->hc = malloc((size_t)(m * QR_NB) * es);
+    b->tau = malloc((size_t)QR_NB * es);
+    b->th = malloc((size_t)(QR_NB * QR_NB) * es);
+    if (!b->eye || !b->hp || !b->hc || !b->tau || !b->th) return bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
+    for (uint64_t i = 0; i < k; i++) bn_la_set(dt, b->eye, (size_t)(i * k + i), 1.0);
+    bitnet_status st = bn_ocl_alloc(o, (size_t)(m * n) * es, &b->a);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(m * k) * es, &b->v);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(nblk * QR_NB * QR_NB) * es, &b->t);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(QR_NB * n) * es, &b->w);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(QR_NB * n) * es, &b->w2);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(m * k) * es, &b->q);
+    return st;
+}
+
+static void qr_bufs_free(bn_ocl *o, qr_bufs *b)
+{
+    bn_ocl_release(o, b->a);
+    bn_ocl_release(o, b->v);
+    bn_ocl_release(o, b->t);
+    bn_ocl_release(o, b->w);
+    bn_ocl_release(o, b->w2);
+    bn_ocl_release(o, b->q);
+    free(b->eye), free(b->hp), free(b->hc), free(b->tau), free(b->th);
+}
+
+/* Factors host matrix a [m x n], leaving R in the first k rows of b->a and
+ * Q [m x k] in b->q, on the device. */
+static bitnet_status qr_factor(bn_ocl *o, bitnet_dtype dt, const qr_bufs *b, const void *a, uint64_t m, uint64_t n)
+{
+    const size_t es = bn_la_esize(dt);
+    const uint64_t k = m < n ? m : n;
+    bitnet_status st = bn_ocl_upload(o, b->a, 0, a, (size_t)(m * n) * es);
+    if (!st) st = bn_ocl_upload(o, b->q, 0, b->eye, (size_t)(m * k) * es);
+    if (!st) st = qr_one(o, dt, b, m, n);
+    return st;
+}
+
 bitnet_status bn_ocl_qr(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q,
                         void *r)
 {
     bn_ocl *o = ctx;
     if (dt == BITNET_F64 && !bn_ocl_get_caps(o)->has_fp64) return bn_cpu_qr(NULL, dt, a, batch, m, n, q, r);
     const size_t es = bn_la_esize(dt);
-    const uint64_t k = m < n ? m : n, nblk = (k + QR_NB - 1) / QR_NB;
-    const size_t amat = (size_t)(m * n) * es, qmat = (size_t)(m * k) * es, rmat = (size_t)(k * n) * es;
-    qr_bufs b = {0};
-    void *eye = calloc((size_t)(m * k), es);
-    b.hp = malloc((size_t)(m * QR_NB) * es);
-    b.hc = malloc((size_t)(m * QR_NB) * es);
-    b.tau = malloc((size_t)QR_NB * es);
-    b.th = malloc((size_t)(QR_NB * QR_NB) * es);
-    bitnet_status st = eye && b.hp && b.hc && b.tau && b.th ? BITNET_OK : bn_fail(BITNET_E_NOMEM, "qr: out of memory");
-    for (uint64_t i = 0; eye && i < k; i++) bn_la_set(dt, eye, (size_t)(i * k + i), 1.0);
-    if (!st) st = bn_ocl_alloc(o, amat, &b.a);
-    if (!st) st = bn_ocl_alloc(o, qmat, &b.v);
-    if (!st) st = bn_ocl_alloc(o, (size_t)(nblk * QR_NB * QR_NB) * es, &b.t);
-    if (!st) st = bn_ocl_alloc(o, (size_t)(QR_NB * n) * es, &b.w);
-    if (!st) st = bn_ocl_alloc(o, (size_t)(QR_NB * n) * es, &b.w2);
-    if (!st) st = bn_ocl_alloc(o, qmat, &b.q);
+    const uint64_t k = m < n ? m : n;
+    qr_bufs b;
+    bitnet_status st = qr_bufs_init(o, "qr", dt, m, n, &b);
     for (uint64_t i = 0; i < batch && !st; i++) {
-        if ((st = bn_ocl_upload(o, b.a, 0, bn_la_at(dt, a, i, m * n), amat))) break;
-        if ((st = bn_ocl_upload(o, b.q, 0, eye, qmat))) break;
-        if ((st = qr_one(o, dt, &b, m, n))) break;
-        if ((st = bn_ocl_download(o, b.a, 0, bn_la_at_mut(dt, r, i, k * n), rmat))) break;
-        st = bn_ocl_download(o, b.q, 0, bn_la_at_mut(dt, q, i, m * k), qmat);
+        if ((st = qr_factor(o, dt, &b, bn_la_at(dt, a, i, m * n), m, n))) break;
+        if ((st = bn_ocl_download(o, b.a, 0, bn_la_at_mut(dt, r, i, k * n), (size_t)(k * n) * es))) break;
+        st = bn_ocl_download(o, b.q, 0, bn_la_at_mut(dt, q, i, m * k), (size_t)(m * k) * es);
     }
     if (st) bn_ocl_drain(o);
-    bn_ocl_release(o, b.a);
-    bn_ocl_release(o, b.v);
-    bn_ocl_release(o, b.t);
-    bn_ocl_release(o, b.w);
-    bn_ocl_release(o, b.w2);
-    bn_ocl_release(o, b.q);
-    free(eye), free(b.hp), free(b.hc), free(b.tau), free(b.th);
+    qr_bufs_free(o, &b);
+    return st;
+}
+
+/* ---- least squares ----------------------------------------------------------- */
+
+/* R X = Y on Y [n x nrhs] in by, R the upper triangle of the first n rows of br. */
+static bitnet_status solve_upper(bn_ocl *o, bitnet_dtype dt, cl_mem br, cl_mem by, uint64_t n, uint64_t nrhs)
+{
+    const char *op = "lstsq";
+    if (dt == BITNET_F64)
+        BLAS_CALL(o, op, "CLBlastDtrsm",
+                  CLBlastDtrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, CLBlastTriangleUpper, CLBlastTransposeNo,
+                               CLBlastDiagonalNonUnit, n, nrhs, 1.0, br, 0, n, by, 0, nrhs, EV));
+    else
+        BLAS_CALL(o, op, "CLBlastStrsm",
+                  CLBlastStrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, CLBlastTriangleUpper, CLBlastTransposeNo,
+                               CLBlastDiagonalNonUnit, n, nrhs, 1.0f, br, 0, n, by, 0, nrhs, EV));
+    return BITNET_OK;
+}
+
+/* X = R^-1 (Q^T B) for m >= n: the QR above, then Y = Q^T B (CLBlast GEMM) and
+ * R X = Y (CLBlast TRSM, upper), all in device buffers.  A zero on R's
+ * diagonal (checked on the host, n values down) is the error the CPU gives
+ * from LAPACK gels: the first such column, 0-based. */
+bitnet_status bn_ocl_lstsq(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
+                           const void *b, uint64_t nrhs, void *x)
+{
+    bn_ocl *o = ctx;
+    if (dt == BITNET_F64 && !bn_ocl_get_caps(o)->has_fp64) return bn_cpu_lstsq(NULL, dt, a, batch, m, n, b, nrhs, x);
+    const char *op = "lstsq";
+    const size_t es = bn_la_esize(dt);
+    cl_mem bb = NULL, by = NULL;
+    qr_bufs q;
+    void *diag = malloc((size_t)n * es);
+    bitnet_status st = qr_bufs_init(o, op, dt, m, n, &q);
+    if (!st && !diag) st = bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(m * nrhs) * es, &bb);
+    if (!st) st = bn_ocl_alloc(o, (size_t)(n * nrhs) * es, &by);
+    for (uint64_t i = 0; i < batch && !st; i++) {
+        if ((st = qr_factor(o, dt, &q, bn_la_at(dt, a, i, m * n), m, n))) break;
+        /* R's diagonal: rows of n + 1 elements from the start, one element each */
+        if ((st = rect(o, q.a, es, n + 1, 0, 0, n, 1, diag, 0))) break;
+        for (uint64_t c = 0; c < n && !st; c++)
+            if (bn_la_get(dt, diag, (size_t)c) == 0.0) st = bn_la_rank(i, batch, c);
+        if (st) break;
+        if ((st = bn_ocl_upload(o, bb, 0, bn_la_at(dt, b, i, m * nrhs), (size_t)(m * nrhs) * es))) break;
+        if ((st = gemm(o, op, dt, 1, 0, n, nrhs, m, 1.0, q.q, 0, n, bb, 0, nrhs, 0.0, by, 0, nrhs))) break;
+        if ((st = solve_upper(o, dt, q.a, by, n, nrhs))) break;
+        st = bn_ocl_download(o, by, 0, bn_la_at_mut(dt, x, i, n * nrhs), (size_t)(n * nrhs) * es);
+    }
+    if (st) bn_ocl_drain(o);
+    bn_ocl_release(o, bb);
+    bn_ocl_release(o, by);
+    qr_bufs_free(o, &q);
+    free(diag);
     return st;
 }

@@ -533,6 +533,12 @@ static void test_errors(void **state)
         st = CALL(bitnet_lstsq(be, BITNET_F32, rankdef, 1, 3, 2, b, 1, x), bitnet_lstsq_ref(BITNET_F32, rankdef, 1, 3, 2, b, 1, x));
         assert_int_equal(st, BITNET_E_NUMERIC);
         assert_non_null(strstr(bitnet_error_detail(), "rank deficient"));
+        assert_non_null(strstr(bitnet_error_detail(), "R[1][1] is 0"));
+        /* the same from the second matrix of a batch (the first has full rank) */
+        const float pair[12] = {1, 0, 0, 1, 1, 1, 1, 0, 2, 0, 3, 0};
+        st = CALL(bitnet_lstsq(be, BITNET_F32, pair, 2, 3, 2, b, 1, x), bitnet_lstsq_ref(BITNET_F32, pair, 2, 3, 2, b, 1, x));
+        assert_int_equal(st, BITNET_E_NUMERIC);
+        assert_non_null(strstr(bitnet_error_detail(), "matrix 1 (0-based) of a batch of 2 is rank deficient (R[1][1] is 0)"));
         st = CALL(bitnet_lstsq(be, BITNET_F32, a[0], 1, 3, 3, nan3, 3, x), bitnet_lstsq_ref(BITNET_F32, a[0], 1, 3, 3, nan3, 3, x));
         assert_int_equal(st, BITNET_E_NUMERIC);
         assert_non_null(strstr(bitnet_error_detail(), "right-hand side"));

@@ -1,7 +1,9 @@
 /*
  * linalg.h - what the linear-algebra ops share (internal): element access by
  * dtype, the LAPACK-side limits, and the CPU and OpenCL implementations that
- * fill the backend table's linear-algebra slots.
+ * fill the backend table's linear-algebra slots (every op has both: on
+ * OpenCL, CLBlast-blocked Cholesky, QR and least squares in
+ * lib/opencl/linalg.c, a one-sided Jacobi SVD in lib/opencl/svd.c).
  */
 #ifndef BITNET_LINALG_H
 #define BITNET_LINALG_H
@@ -69,12 +71,15 @@ int bn_cpu_potrf_lower(bitnet_dtype dt, void *a, int n, int lda);
  * Returns the LAPACK info (0; -1000 when out of memory). */
 int bn_cpu_qr_panel(bitnet_dtype dt, void *a, int m, int n, void *tau, void *t);
 
-/* OpenCL (lib/opencl/linalg.c, CLBlast). */
+/* OpenCL (lib/opencl/linalg.c, CLBlast); f64 on a device without fp64 runs the CPU's. */
 bitnet_status bn_ocl_cholesky(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l);
 bitnet_status bn_ocl_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n,
                                     const void *b, uint64_t nrhs, void *x);
 bitnet_status bn_ocl_qr(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q,
                         void *r);
+/* lib/opencl/svd.c: one-sided Jacobi, kernels/linalg.cl. */
+bitnet_status bn_ocl_svd(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *s,
+                         void *u, void *vt);
 bitnet_status bn_ocl_lstsq(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
                            const void *b, uint64_t nrhs, void *x);
 

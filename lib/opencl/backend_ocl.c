@@ -65,6 +65,6 @@ const bn_backend_ops bn_ocl_ops = {
     .buffer_alloc = bn_ocl_buffer_alloc, .buffer_free = bn_ocl_buffer_free, .buffer_write = bn_ocl_buffer_write,
     .buffer_read = bn_ocl_buffer_read, .sync = bn_ocl_sync,
     .cholesky = bn_ocl_cholesky, .cholesky_solve = bn_ocl_cholesky_solve, .qr = bn_ocl_qr,
-    .lstsq = bn_ocl_lstsq,
+    .svd = bn_ocl_svd, .lstsq = bn_ocl_lstsq,
     /* more ops above */
 };

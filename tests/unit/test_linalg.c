@@ -319,6 +319,63 @@ static void test_svd(void **state)
     double *a = randm(&st, 4 * 3 * 5); /* a batch of four 3 x 5 */
     for (int i = 0; i < nd; i++) svd_case(&d[i], BITNET_F64, a, 4, 3, 5, NULL);
     free(a);
+    /* the OpenCL kernel's sums with work-groups of 1 and 3 items (any size
+     * must do, not only powers of two), on a single row and column too */
+    static const shape wgs[] = {{1, 7}, {7, 1}, {17, 17}, {64, 255}};
+    for (int w = 0; w < 2; w++) {
+        setenv("BITNET_OCL_SVD_WG", w ? "3" : "1", 1);
+        for (size_t s = 0; s < sizeof wgs / sizeof wgs[0]; s++) {
+            double *b = randm(&st, (size_t)(wgs[s].m * wgs[s].n));
+            for (int i = 0; i < nd; i++)
+                if (d[i].be)
+                    for (int t = 0; t < 2; t++) svd_case(&d[i], DTS[t], b, 1, wgs[s].m, wgs[s].n, NULL);
+            free(b);
+        }
+    }
+    unsetenv("BITNET_OCL_SVD_WG");
+    free_devs(d, nd);
+}
+
+/* Rank-deficient matrices: singular values exactly 0, whose vectors must
+ * still complete orthonormal U and V^T (the backends; the reference leaves
+ * them 0).  A zero column, a zero row, rank 1 (an exact outer product), and
+ * all zeros; tall and wide. */
+static void test_svd_rank_deficient(void **state)
+{
+    (void)state;
+    dev d[3];
+    const int nd = ndev(d);
+    uint64_t st = 0x5eull;
+    double *zc = randm(&st, 6 * 4), *zr = randm(&st, 3 * 6), r1[5 * 3], r1t[3 * 5], zero[4 * 3] = {0};
+    for (int i = 0; i < 6; i++) zc[i * 4 + 2] = 0.0;
+    for (int j = 0; j < 6; j++) zr[1 * 6 + j] = 0.0;
+    const double cu[5] = {1, 2, 3, 4, 5}, cv[3] = {1, 1, 2};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++) r1[i * 3 + j] = r1t[j * 5 + i] = cu[i] * cv[j];
+    for (int i = 0; i < nd; i++) {
+        if (!d[i].be) continue;
+        for (int t = 0; t < 2; t++) {
+            svd_case(&d[i], DTS[t], zc, 1, 6, 4, NULL);
+            svd_case(&d[i], DTS[t], zr, 1, 3, 6, NULL);
+            svd_case(&d[i], DTS[t], r1, 1, 5, 3, NULL);
+            svd_case(&d[i], DTS[t], r1t, 1, 3, 5, NULL);
+            for (int w = 0; w < 2; w++) { /* all zeros (no ||A|| to divide by): s = 0, orthonormal factors */
+                const uint64_t m = w ? 3 : 4, n = w ? 4 : 3;
+                void *az = to_dt(DTS[t], zero, 12), *sz = out_buf(DTS[t], 3), *uz = out_buf(DTS[t], m * 3),
+                     *vz = out_buf(DTS[t], 3 * n);
+                assert_int_equal(bitnet_svd(d[i].be, DTS[t], az, 1, m, n, sz, uz, vz), BITNET_OK);
+                double *sd = from_dt(DTS[t], sz, 3), *ud = from_dt(DTS[t], uz, m * 3), *vd = from_dt(DTS[t], vz, 3 * n);
+                double vtt[12]; /* (V^T)^T, n x 3 */
+                for (uint64_t p = 0; p < 3; p++)
+                    for (uint64_t j = 0; j < n; j++) vtt[j * 3 + p] = vd[p * n + j];
+                for (int c = 0; c < 3; c++) assert_true(sd[c] == 0.0);
+                check(orth_err(ud, m, 3), 4.0 * 4 * eps_of(DTS[t]), "svd of zeros ||U^TU-I||", d[i].name, DTS[t], m, n);
+                check(orth_err(vtt, n, 3), 4.0 * 4 * eps_of(DTS[t]), "svd of zeros ||V^TV-I||", d[i].name, DTS[t], m, n);
+                free(az), free(sz), free(uz), free(vz), free(sd), free(ud), free(vd);
+            }
+        }
+    }
+    free(zc), free(zr);
     free_devs(d, nd);
 }
 
@@ -552,7 +609,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors), cmocka_unit_test(test_cholesky), cmocka_unit_test(test_qr),
-        cmocka_unit_test(test_svd),    cmocka_unit_test(test_lstsq),
+        cmocka_unit_test(test_svd),    cmocka_unit_test(test_svd_rank_deficient), cmocka_unit_test(test_lstsq),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

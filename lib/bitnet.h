@@ -698,8 +698,9 @@ bitnet_status bitnet_permute_ref(const float *x, const bitnet_shape *s, const ui
 /* Matrices are row-major and contiguous, `batch` of them one after another
  * (the leading dimensions of a tensor multiplied out); every operand has the
  * dtype dt, BITNET_F32 or BITNET_F64.  k = min(m, n).  The CPU runs LAPACK;
- * OpenCL runs blocked algorithms whose level-3 parts are CLBlast calls (ops
- * without an OpenCL version run on the CPU).  The _ref forms compute in
+ * OpenCL runs blocked algorithms whose level-3 parts are CLBlast calls, and
+ * the SVD by one-sided Jacobi in its own kernels (f64 on a device without
+ * fp64 runs on the CPU).  The _ref forms compute in
  * double with plain loops (one-sided Jacobi for the SVD) and round once.
  * Errors: BITNET_E_DTYPE (dt), BITNET_E_SHAPE (an empty matrix or batch,
  * shapes that do not fit), BITNET_E_NUMERIC (NaN or Inf in an input, a matrix

@@ -25,8 +25,11 @@
  *                                 of the panel
  *   Q = H1 ... Hk [I; 0]          the blocks backwards, three GEMMs each
  * R is the first k rows of A.  QR_NB (64) is not tuned: no GPU measurement
- * chose it (PoCL only so far).  SVD and least squares have no OpenCL version
- * yet: their table slots are empty, so they run on the CPU (LAPACK).
+ * chose it (PoCL only so far).
+ *
+ * Least squares (m >= n) factors A so, keeps Q and R on the device, and
+ * solves R X = Q^T B with a CLBlast GEMM and TRSM.  The SVD is in svd.c
+ * (one-sided Jacobi, kernels/linalg.cl).
  */
 #include "../linalg.h"
 #include "blas.h"

@@ -91,8 +91,12 @@ if bitnet-op cholesky --device opencl "$T/spd.npy" -o "$T/lg.npy" 2>/dev/null; t
     check "solve on opencl" near "$T/xg.npy" "1 1" 1e-6
     expect_rc 1 "an indefinite matrix fails on opencl too" bitnet-op cholesky --device opencl "$T/indef.npy" -o "$T/bad.npy"
     expect_err "pivot 2 of 2" "with the pivot"
-    bitnet-op svd --device opencl "$T/diag.npy" -o "$T/sg.npy"
-    check "svd with --device opencl (on the CPU)" near "$T/sg.npy" "4 3"
+    run bitnet-op svd --device opencl --stats "$T/diag.npy" -o "$T/sg.npy"
+    expect_err "svd  *opencl" "--stats shows the svd on opencl"
+    check "svd on opencl" near "$T/sg.npy" "4 3"
+    run bitnet-op lstsq --device opencl --stats "$T/tall.npy" "$T/b3.npy" -o "$T/x3g.npy"
+    expect_err "lstsq  *opencl" "--stats shows lstsq on opencl"
+    check "lstsq on opencl: x = [[1],[1]]" near "$T/x3g.npy" "1 1" 1e-6
 else
     ok "# SKIP no OpenCL device"
 fi

@@ -118,22 +118,29 @@ static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, 
     return BITNET_OK;
 }
 
+/* op(T) X = B in place on B [n x nrhs] in bb, T the lower or upper triangle
+ * of the first n rows of the n-column matrix in bt (CLBlast TRSM). */
+static bitnet_status trsm_left(bn_ocl *o, const char *op, bitnet_dtype dt, int upper, int trans, cl_mem bt, cl_mem bb,
+                               uint64_t n, uint64_t nrhs)
+{
+    const CLBlastTriangle tri = upper ? CLBlastTriangleUpper : CLBlastTriangleLower;
+    const CLBlastTranspose tr = trans ? CLBlastTransposeYes : CLBlastTransposeNo;
+    if (dt == BITNET_F64)
+        BLAS_CALL(o, op, "CLBlastDtrsm",
+                  CLBlastDtrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, tri, tr, CLBlastDiagonalNonUnit, n, nrhs, 1.0,
+                               bt, 0, n, bb, 0, nrhs, EV));
+    else
+        BLAS_CALL(o, op, "CLBlastStrsm",
+                  CLBlastStrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, tri, tr, CLBlastDiagonalNonUnit, n, nrhs, 1.0f,
+                               bt, 0, n, bb, 0, nrhs, EV));
+    return BITNET_OK;
+}
+
 /* L Z = B then L^T X = Z on B [n x nrhs] in bb. */
 static bitnet_status solve(bn_ocl *o, bitnet_dtype dt, cl_mem bl, cl_mem bb, uint64_t n, uint64_t nrhs)
 {
-    const char *op = "cholesky_solve";
-    for (int t = 0; t < 2; t++) {
-        const CLBlastTranspose tr = t ? CLBlastTransposeYes : CLBlastTransposeNo;
-        if (dt == BITNET_F64)
-            BLAS_CALL(o, op, "CLBlastDtrsm",
-                      CLBlastDtrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, CLBlastTriangleLower, tr,
-                                   CLBlastDiagonalNonUnit, n, nrhs, 1.0, bl, 0, n, bb, 0, nrhs, EV));
-        else
-            BLAS_CALL(o, op, "CLBlastStrsm",
-                      CLBlastStrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, CLBlastTriangleLower, tr,
-                                   CLBlastDiagonalNonUnit, n, nrhs, 1.0f, bl, 0, n, bb, 0, nrhs, EV));
-    }
-    return BITNET_OK;
+    bitnet_status st = trsm_left(o, "cholesky_solve", dt, 0, 0, bl, bb, n, nrhs);
+    return st ? st : trsm_left(o, "cholesky_solve", dt, 0, 1, bl, bb, n, nrhs);
 }
 
 static void zero_upper(bitnet_dtype dt, void *a, uint64_t n)
@@ -343,21 +350,6 @@ bitnet_status bn_ocl_qr(void *ctx, bitnet_dtype dt, const void *a, uint64_t batc
 
 /* ---- least squares ----------------------------------------------------------- */
 
-/* R X = Y on Y [n x nrhs] in by, R the upper triangle of the first n rows of br. */
-static bitnet_status solve_upper(bn_ocl *o, bitnet_dtype dt, cl_mem br, cl_mem by, uint64_t n, uint64_t nrhs)
-{
-    const char *op = "lstsq";
-    if (dt == BITNET_F64)
-        BLAS_CALL(o, op, "CLBlastDtrsm",
-                  CLBlastDtrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, CLBlastTriangleUpper, CLBlastTransposeNo,
-                               CLBlastDiagonalNonUnit, n, nrhs, 1.0, br, 0, n, by, 0, nrhs, EV));
-    else
-        BLAS_CALL(o, op, "CLBlastStrsm",
-                  CLBlastStrsm(CLBlastLayoutRowMajor, CLBlastSideLeft, CLBlastTriangleUpper, CLBlastTransposeNo,
-                               CLBlastDiagonalNonUnit, n, nrhs, 1.0f, br, 0, n, by, 0, nrhs, EV));
-    return BITNET_OK;
-}
-
 /* X = R^-1 (Q^T B) for m >= n: the QR above, then Y = Q^T B (CLBlast GEMM) and
  * R X = Y (CLBlast TRSM, upper), all in device buffers.  A zero on R's
  * diagonal (checked on the host, n values down) is the error the CPU gives
@@ -385,7 +377,7 @@ bitnet_status bn_ocl_lstsq(void *ctx, bitnet_dtype dt, const void *a, uint64_t b
         if (st) break;
         if ((st = bn_ocl_upload(o, bb, 0, bn_la_at(dt, b, i, m * nrhs), (size_t)(m * nrhs) * es))) break;
         if ((st = gemm(o, op, dt, 1, 0, n, nrhs, m, 1.0, q.q, 0, n, bb, 0, nrhs, 0.0, by, 0, nrhs))) break;
-        if ((st = solve_upper(o, dt, q.a, by, n, nrhs))) break;
+        if ((st = trsm_left(o, op, dt, 1, 0, q.a, by, n, nrhs))) break; /* R X = Y */
         st = bn_ocl_download(o, by, 0, bn_la_at_mut(dt, x, i, n * nrhs), (size_t)(n * nrhs) * es);
     }
     if (st) bn_ocl_drain(o);

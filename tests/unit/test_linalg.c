@@ -605,11 +605,37 @@ static void test_errors(void **state)
     free_devs(d, nd);
 }
 
+/* An OpenCL SVD that does not converge says so (the test hook svd_converge
+ * allows one sweep; a random 17 x 17 matrix needs several), alone and as
+ * matrices of a batch. */
+static void test_svd_not_converged(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    if (bitnet_backend_create(&be, "opencl", 1) != BITNET_OK) skip();
+    uint64_t st = 0x5eed;
+    float a[2 * 17 * 17], s[2 * 17];
+    for (size_t i = 0; i < sizeof a / sizeof a[0]; i++) a[i] = (float)tu_randf53(&st);
+    assert_int_equal(bitnet_svd(be, BITNET_F32, a, 2, 17, 17, s, NULL, NULL), BITNET_OK);
+    setenv("BITNET_TEST_FAIL", "svd_converge", 1);
+    bitnet_status st1 = bitnet_svd(be, BITNET_F32, a, 1, 17, 17, s, NULL, NULL);
+    char d1[256];
+    snprintf(d1, sizeof d1, "%s", bitnet_error_detail());
+    bitnet_status st2 = bitnet_svd(be, BITNET_F32, a, 2, 17, 17, s, NULL, NULL);
+    unsetenv("BITNET_TEST_FAIL");
+    assert_int_equal(st1, BITNET_E_NUMERIC);
+    assert_non_null(strstr(d1, "did not converge in 1 sweeps"));
+    assert_int_equal(st2, BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "matrices 0 to 1"));
+    bitnet_backend_free(be);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_errors), cmocka_unit_test(test_cholesky), cmocka_unit_test(test_qr),
         cmocka_unit_test(test_svd),    cmocka_unit_test(test_svd_rank_deficient), cmocka_unit_test(test_lstsq),
+        cmocka_unit_test(test_svd_not_converged),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -8,7 +8,8 @@
 # backend's BitLinear at 1 and 64 tokens.  Extra environment settings to try
 # on this build go in AB_ENV (e.g. AB_ENV="BITNET_CACHE=0"): each round
 # then runs this build with and without them; AB_NO_CPU=1 leaves out the
-# CPU cases.  Markdown under $OUT.
+# CPU cases (the CPU BitLinear alternates the two builds too), AB_NO_GPU=1
+# the GPU ones.  Markdown under $OUT.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -29,6 +30,7 @@ run() { # label, env, binary dir, bench arguments...
     env $envs "$bin/bitnet-bench" "$@" >> "$OUT/ab.md" 2>> "$OUT/ab-stderr.txt"
 }
 for r in $(seq 1 "$ROUNDS"); do
+    [ -n "${AB_NO_GPU:-}" ] && break
     for v in base new extra; do
         case $v in
         base) bin=$D/bin-base envs="" ;;
@@ -45,6 +47,12 @@ for r in $(seq 1 "$ROUNDS"); do
 done
 [ -n "${AB_NO_CPU:-}" ] && { cat "$OUT/ab.md"; exit 0; }
 run "ffn 4096x14336 on the host CPU" "" $D/bin --device cpu --op ffn --shape 4096x14336 --tokens 1,8,64 $common
-run "CPU BitLinear, rotated through 1.3 GB" "" $D/bin --device cpu --op copy,bitlinear --shape 4096x14336 \
-    --tokens 1,8,64 --scale tensor --llc 300 --format md --min-time 0.2
+for r in $(seq 1 "$ROUNDS"); do
+    for v in base new; do
+        bin=$D/bin
+        [ $v = base ] && bin=$D/bin-base
+        run "round $r $v: CPU BitLinear, rotated through 1.3 GB" "" $bin --device cpu --op copy,bitlinear \
+            --shape 4096x14336 --tokens 1,8,64 --scale tensor --llc 300 --format md --min-time 0.2
+    done
+done
 cat "$OUT/ab.md"

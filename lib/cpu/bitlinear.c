@@ -232,7 +232,7 @@ typedef struct bl_job {
     uint64_t next_slot;
 } bl_job;
 
-static void set_failed(bl_job *j, int why) { __atomic_store_n(&j->failed, why, __ATOMIC_RELAXED); }
+static void set_failed(bl_job *j) { __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED); }
 
 static void pair_permute(const int8_t *nat, size_t nblocks_even, int8_t *dst)
 {
@@ -252,7 +252,7 @@ static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
         int8_t *nat = j->k->pair_layout ? j->xnat + t * j->xstride : dst;
         if (io->x) {
             if (j->k->quant_row(io->x + t * in, in, j->xstride, nat, &j->xs[t])) {
-                set_failed(j, 1);
+                set_failed(j);
                 return;
             }
         } else {
@@ -528,7 +528,7 @@ static void rows_dynamic(void *arg, uint64_t begin, uint64_t end)
     int32_t *acc = j->acc + __atomic_fetch_add(&j->next_slot, 1, __ATOMIC_RELAXED) * j->acc_elems;
     for (;;) {
         const uint64_t p = __atomic_fetch_add(&j->next_piece, 1, __ATOMIC_RELAXED);
-        if (p >= j->npieces || __atomic_load_n(&j->failed, __ATOMIC_RELAXED)) break;
+        if (p >= j->npieces) break;
         const uint64_t r0 = p * j->piece_rows, out = j->w->out;
         j->rows_fn(j, r0, out - r0 < j->piece_rows ? out : r0 + j->piece_rows, acc);
     }
@@ -539,7 +539,7 @@ static void requant_tokens(void *arg, uint64_t begin, uint64_t end)
     bl_job *j = arg;
     const uint64_t out = j->w->out;
     for (uint64_t t = begin; t < end; t++)
-        if (j->k->quant_row(j->y + t * out, out, out, j->io->yq + t * out, &j->io->ys[t])) set_failed(j, 1);
+        if (j->k->quant_row(j->y + t * out, out, out, j->io->yq + t * out, &j->io->ys[t])) set_failed(j);
 }
 
 /* Pieces of about BL_PIECE bytes of weights, but at least 4 per thread.

@@ -73,12 +73,16 @@ static bitnet_status matmul_blas(bn_ocl *o, cl_mem bx, uint64_t tokens, uint64_t
     return bn_ocl_run(o, k, 2, global, NULL, "matmul_f32");
 }
 
-/* One token through mm_gemv: GV_ROWS rows per work-group of up to 256 items. */
+/* One token through mm_gemv: GV_ROWS rows per work-group of up to 256 items
+ * (GV_MAXLX in the kernel). */
+#define GV_ROWS 4
+#define GV_STR_(x) #x
+#define GV_STR(x) GV_STR_(x)
 static bitnet_status gemv(bn_ocl *o, cl_mem bx, uint64_t in, cl_mem bw, uint64_t out, cl_mem bb, int has_bias,
                           bitnet_act act, cl_mem by)
 {
     cl_kernel k;
-    bitnet_status st = bn_ocl_kernel(o, "matmul", "mm_gemv", "-DGV_ROWS=4", &k);
+    bitnet_status st = bn_ocl_kernel(o, "matmul", "mm_gemv", "-DGV_ROWS=" GV_STR(GV_ROWS), &k);
     if (st) return st;
     const cl_int hb = has_bias, a = (cl_int)act;
     const cl_ulong ci = in, co = out;
@@ -88,7 +92,7 @@ static bitnet_status gemv(bn_ocl *o, cl_mem bx, uint64_t in, cl_mem bw, uint64_t
         return st;
     size_t lx = 1, max = bn_ocl_kernel_wg(o, k);
     while (lx * 2 <= 256 && lx * 2 <= max) lx *= 2;
-    const size_t global = (size_t)((out + 3) / 4) * lx;
+    const size_t global = (size_t)((out + GV_ROWS - 1) / GV_ROWS) * lx;
     return bn_ocl_run(o, k, 1, &global, &lx, "matmul_f32");
 }
 

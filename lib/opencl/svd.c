@@ -126,13 +126,17 @@ static bitnet_status sweeps(svd_job *j, uint64_t b0, uint64_t cnt)
     const int max_sweeps = bn_test_fail("svd_converge") ? 1 : j->dt == BITNET_F64 ? SVD_SWEEPS_F64 : SVD_SWEEPS_F32;
     const size_t local[2] = {j->wg, 1}, global[2] = {(size_t)(p / 2) * j->wg, (size_t)cnt};
     if (j->k < 2) return BITNET_OK;
+    const cl_uint r0 = 0;
+    bitnet_status st = bn_ocl_args(j->o, j->kr, 10, sizeof j->bw, &j->bw, sizeof j->bv, &j->bv, sizeof k, &k,
+                                   sizeof len, &len, sizeof r0, &r0, sizeof want, &want, j->acc, tol_rot, j->acc,
+                                   tol_conv, sizeof j->bflag, &j->bflag, 3 * j->wg * j->acc, (const void *)NULL);
+    if (st) return st;
     for (int sweep = 0; sweep < max_sweeps; sweep++) {
-        bitnet_status st = bn_ocl_fill0(j->o, j->bflag, sizeof(cl_uint));
-        for (cl_uint r = 0; r + 1 < p && !st; r++) {
-            st = bn_ocl_args(j->o, j->kr, 10, sizeof j->bw, &j->bw, sizeof j->bv, &j->bv, sizeof k, &k, sizeof len,
-                             &len, sizeof r, &r, sizeof want, &want, j->acc, tol_rot, j->acc, tol_conv, sizeof j->bflag,
-                             &j->bflag, 3 * j->wg * j->acc, (const void *)NULL);
-            if (!st) st = bn_ocl_run(j->o, j->kr, 2, global, local, "svd");
+        st = bn_ocl_fill0(j->o, j->bflag, sizeof(cl_uint));
+        for (cl_uint r = 0; r + 1 < p && !st; r++) { /* only the round (argument 4) changes */
+            cl_int e = clSetKernelArg(j->kr, 4, sizeof r, &r);
+            st = e != CL_SUCCESS ? bn_cl_fail(e, "clSetKernelArg(svd_round, 4, round)", __FILE__, __LINE__)
+                                 : bn_ocl_run(j->o, j->kr, 2, global, local, "svd");
         }
         cl_uint rotated = 0;
         if (!st) st = bn_ocl_download(j->o, j->bflag, 0, &rotated, sizeof rotated);

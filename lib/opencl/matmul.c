@@ -5,26 +5,28 @@
  * kernels/matmul.cl with the definition of bitnet_matmul_f32_ref: the sum is
  * rounded to float, then bias is added, then the activation applied.
  *
- * The project's own tiled kernel (mm_f32) stays for one case, where it was
- * faster in the same run (bitnet-bench --op matmul_f32 --keep-weights, H100,
- * NVIDIA OpenCL 580.159.04, CLBlast 1.5.3 with its default parameters; kernel
- * medians, CLBlast / own):
- *     4096 x 4096,   1 token   130.9 us /  188.1 us   CLBlast
- *     4096 x 4096,  64 tokens  275.7 us /  232.7 us   own kernel
- *    16384 x 16384,  1 token   552.7 us / 1759 us     CLBlast
+ * The project's own kernels stay where they were faster in the same run
+ * (bitnet-bench --op matmul_f32 --keep-weights, BITNET_OCL_MATMUL=clblast
+ * against =own, NVIDIA OpenCL 580, CLBlast 1.5.3 with its default
+ * parameters; kernel medians, CLBlast / own):
+ *   H100, 2026-11 (before mm_gemv existed; own at one token was mm_f32):
+ *     4096 x 4096,  64 tokens  275.7 us /  232.7 us   own
  *    16384 x 16384, 64 tokens  2.260 ms / 3.359 ms    CLBlast
+ *   H200, 2026-11-26, two alternating rounds (one token is mm_gemv, which
+ *   streams each weight row once in float4s, 4 rows per work-group):
+ *     4096 x 4096,   1 token   135-139 us / 24.1 us   own (cuBLAS fp32: 40.4 us)
+ *     4096 x 14336,  1 token   404-406 us / 60.9 us   own
+ *    16384 x 16384,  1 token   515 us / 245 us        own (cuBLAS fp32: 276.6 us)
+ *     4096 x 4096,   8 tokens  287-294 us / 193 us    own
+ *     4096 x 14336,  8 tokens  928-932 us / 662 us    own
+ *    16384 x 16384,  8 tokens  1.28 ms / 1.77 ms      CLBlast
+ *     4096 x 14336, 64 tokens  1.00 ms / 786 us      own
+ *    16384 x 16384, 64 tokens  1.85 ms / 3.36 ms      CLBlast
  * and on PoCL (CPU, 1024 x 1024) CLBlast won at 1 and 64 tokens (2.2 / 24.9 ms
- * and 25.9 / 51.0 ms).  So: the own kernel for several tokens on an NVIDIA GPU
- * when out x in is at most 4096 x 4096, CLBlast everywhere else.
+ * and 25.9 / 51.0 ms; mm_gemv 0.56-0.62 against 0.34 ms).  So on an NVIDIA
+ * GPU: the own kernels for one token, and for several tokens up to
+ * 2^26 weights; CLBlast everywhere else.
  * BITNET_OCL_MATMUL=own or =clblast forces one (for measurements).
- *
- * "own" at one token is mm_gemv, a matrix-vector kernel that streams each
- * weight row once in float4s (4 rows per work-group in flight), written to
- * take the one-token case from CLBlast's Sgemv (552.7 us at 16384 x 16384
- * above, where cuBLAS took 372.5 us).  It has not run on a GPU yet:
- * tests/device/linalg.sh compares it there.  On PoCL (this 2-core VM,
- * kernel medians, CLBlast / mm_gemv) CLBlast wins: 1024 x 1024 0.34 / 0.56
- * to 0.62 ms, 4096 x 4096 4.65-4.80 / 5.03-5.09 ms.
  */
 #include "../cpu/bitlinear.h"
 #include "blas.h"
@@ -32,6 +34,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the own kernel's largest weights from two tokens: between 4096 x 14336
+ * (own faster) and 16384 x 16384 (CLBlast faster) */
+#define OWN_MAX_WEIGHTS (1ull << 26)
 #define MM_TS 32
 #define MM_WPT 4
 
@@ -40,7 +45,8 @@ static int own_kernel(const bn_ocl *o, uint64_t tokens, uint64_t in, uint64_t ou
     const char *e = getenv("BITNET_OCL_MATMUL");
     if (e && strcmp(e, "own") == 0) return 1;
     if (e && strcmp(e, "clblast") == 0) return 0;
-    return tokens > 1 && bn_ocl_get_caps(o)->is_nvidia && bn_ocl_get_caps(o)->is_gpu && out * in <= 4096ull * 4096ull;
+    const bn_ocl_caps *c = bn_ocl_get_caps(o);
+    return c->is_nvidia && c->is_gpu && (tokens == 1 || out * in <= OWN_MAX_WEIGHTS);
 }
 
 /* y = x w^T through CLBlast, then the epilogue when there is one. */

@@ -4,6 +4,10 @@
 #   sh tests/perf/readme-tables.sh cpu [RUNS]   the CPU tables (this machine)
 #   sh tests/perf/readme-tables.sh gpu [RUNS]   the GPU tables (the GPU machine,
 #                                               after `. .device/env.sh`)
+#   sh tests/perf/readme-tables.sh host [RUNS]  the many-core CPU table: BitLinear
+#                                               on AVX-512 VNNI and on the default
+#                                               level (AMX where the CPU has it),
+#                                               the two alternating run by run
 #
 # Each configuration is measured RUNS times (default 3) with
 # `bitnet-bench ... --format json`; each run is rendered back with
@@ -20,7 +24,7 @@
 set -eu
 mode=${1:-}
 runs=${2:-3}
-case $mode in cpu | gpu) ;; *) echo "usage: $0 cpu|gpu [RUNS]" >&2; exit 2 ;; esac
+case $mode in cpu | gpu | host) ;; *) echo "usage: $0 cpu|gpu|host [RUNS]" >&2; exit 2 ;; esac
 case $runs in '' | *[!0-9]* | 0) echo "$0: RUNS must be a positive integer" >&2; exit 2 ;; esac
 if [ -z "${BENCH:-}" ]; then
     BENCH=build/bin/bitnet-bench
@@ -46,10 +50,17 @@ measure() {
     shift
     r=1
     while [ "$r" -le "$runs" ]; do
-        "$BENCH" "$@" --format json -o "$OUTDIR/$name-$r.json" 2>>"$OUTDIR/$name.log"
-        "$BENCH" --from "$OUTDIR/$name-$r.json" --format csv -o "$OUTDIR/$name-$r.csv"
+        measure_run "$name" "$r" "$@"
         r=$((r + 1))
     done
+}
+
+# measure_run NAME R ARGS...: run R of measure NAME
+measure_run() {
+    name=$1 run=$2
+    shift 2
+    "$BENCH" "$@" --format json -o "$OUTDIR/$name-$run.json" 2>>"$OUTDIR/$name.log"
+    "$BENCH" --from "$OUTDIR/$name-$run.json" --format csv -o "$OUTDIR/$name-$run.csv"
 }
 
 # bandwidth DEVICE: "read R1-R2 GB/s, copy C1-C2 GB/s" over the runs of every measure so far
@@ -112,6 +123,16 @@ if [ "$mode" = cpu ]; then
     measure cpu-cache $A --op bitlinear --tokens 1,8 --llc 1
     measure cpu-energy $A --op bitlinear --tokens 1,64 --energy
     bw=$(bandwidth cpu)
+elif [ "$mode" = host ]; then
+    # --llc 300: rotate through 1.3 GB, past an L3 of up to 300 MiB
+    H="--device cpu --op copy,bitlinear --shape 4096x14336 --tokens 1,8,64 --scale tensor --llc 300"
+    r=1
+    while [ "$r" -le "$runs" ]; do
+        BITNET_SIMD=avx512-vnni measure_run host-vnni "$r" $H
+        measure_run host-default "$r" $H
+        r=$((r + 1))
+    done
+    bw=$(bandwidth cpu)
 else
     G="--device opencl --op copy,bitlinear --shape 4096x4096 --shape 4096x14336 --shape 16384x16384 --tokens 1,8,64 --scale row --keep-weights"
     measure gpu-bitlinear $G
@@ -133,6 +154,11 @@ if [ "$mode" = cpu ]; then
     table cpu-prep
     section "Energy (empty where RAPL is not exposed)" "bitnet-bench $A --op bitlinear --tokens 1,64 --energy"
     table cpu-energy
+elif [ "$mode" = host ]; then
+    section "BitLinear on AVX-512 VNNI (BITNET_SIMD=avx512-vnni), weights rotated past the caches" "bitnet-bench $H"
+    table host-vnni
+    section "BitLinear on the default level (AMX from 8 tokens), alternating with the above" "bitnet-bench $H"
+    table host-default
 else
     section "GPU, weights kept on the device" "bitnet-bench $G"
     table gpu-bitlinear

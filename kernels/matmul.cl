@@ -1,56 +1,140 @@
 /*
  * matmul.cl - float products y = x w^T (+bias, act) (after common.cl):
- * x [tokens x in], w [out x in], y [tokens x out].  A work-group computes a
- * MM_TS x MM_TS tile of y; K is walked in steps of MM_TS through local
- * memory; each work-item computes MM_WPT outputs of its tile column.
+ * x [tokens x in], w [out x in], y [tokens x out]: mm_nt from two tokens,
+ * mm_gemv for one, mm_epilogue after a CLBlast product.
  */
 
-#ifndef MM_TS
-#define MM_TS 32 /* tile edge */
+/* Several tokens: mm_nt, a register-tiled product.  A work-group computes an
+ * MT_TM x MT_TN tile of y (tokens x outputs) with (MT_TM / MT_RM) x
+ * (MT_TN / MT_RN) items, each an MT_RM x MT_RN block held in registers.  K
+ * is walked in steps of MT_TK: each step copies a token tile and a weight
+ * tile into local memory (k-major, so the inner loop reads both as rows), the
+ * weights' rows as float4s of MT_TK floats each.  Work-group z takes k in
+ * [z kchunk, (z+1) kchunk): with one part y is written whole (bias,
+ * activation), with several each writes its partial sums to part
+ * [parts x tokens x out] and mm_nt_sum adds them in order. */
+#ifndef MT_TM
+#define MT_TM 64 /* tokens per tile */
 #endif
-#ifndef MM_WPT
-#define MM_WPT 4 /* outputs per work-item (MM_TS / MM_WPT rows of work-items) */
+#ifndef MT_TN
+#define MT_TN 64 /* outputs per tile */
 #endif
-#define MM_RTS (MM_TS / MM_WPT)
+#ifndef MT_TK
+#define MT_TK 16 /* k per step (a multiple of 4) */
+#endif
+#ifndef MT_RM
+#define MT_RM 4 /* tokens per work-item */
+#endif
+#ifndef MT_RN
+#define MT_RN 4 /* outputs per work-item */
+#endif
+#define MT_LM (MT_TM / MT_RM)
+#define MT_LN (MT_TN / MT_RN)
+#define MT_NTH (MT_LM * MT_LN)
+#define MT_PAD 4 /* keeps rows of the tiles 16-byte aligned */
+#if MT_RM % 4 == 0 && MT_RN % 4 == 0
+#define MT_V4 1 /* the inner loop reads the tiles in float4s */
+#endif
 
-/* local size (MM_TS, MM_RTS): dim 0 walks outputs o, dim 1 tokens t (MM_WPT each). */
-__kernel __attribute__((reqd_work_group_size(MM_TS, MM_RTS, 1)))
-void mm_f32(__global const float *x, __global const float *w, __global const float *bias, const int has_bias,
-            const int act, __global float *y, const bn_size tokens, const bn_size in, const bn_size out,
-            const long perturb)
+/* rows [r0, r0 + n) x k [k0, k0 + MT_TK) of the row-major src (ld columns;
+ * rows below `rows` and k below kend exist, the rest reads as 0) into
+ * l[k * stride + row]. */
+inline void mt_tile(__local float *l, const int stride, const int n, __global const float *src, const bn_size ld,
+                    const bn_size r0, const bn_size rows, const bn_size k0, const bn_size kend, const int id)
 {
-    __local float xl[MM_TS][MM_TS + 1]; /* [token][k] */
-    __local float wl[MM_TS][MM_TS + 1]; /* [o][k] */
-    const int lo = get_local_id(0), lt = get_local_id(1);
-    const bn_size o = get_group_id(0) * MM_TS + lo;
-    const bn_size tb = get_group_id(1) * MM_TS;
-    float acc[MM_WPT];
-    for (int i = 0; i < MM_WPT; i++) acc[i] = 0.0f;
-    for (bn_size k0 = 0; k0 < in; k0 += MM_TS) {
-        for (int i = 0; i < MM_WPT; i++) {
-            const int r = lt + i * MM_RTS;
-            const bn_size t = tb + r, k = k0 + lo;
-            xl[r][lo] = (t < tokens && k < in) ? x[t * in + k] : 0.0f;
-            const bn_size ow = get_group_id(0) * MM_TS + r;
-            wl[r][lo] = (ow < out && k < in) ? w[ow * in + k] : 0.0f;
+    for (int e = id; e < n * (MT_TK / 4); e += MT_NTH) {
+        const int r = e / (MT_TK / 4), kq = e % (MT_TK / 4) * 4;
+        const bn_size gr = r0 + r, gk = k0 + kq;
+        float4 v = (float4)(0.0f);
+        if (gr < rows && gk < kend) {
+            const __global float *p = src + gr * ld + gk;
+            if (gk + 4 <= kend) {
+                v = vload4(0, p);
+            } else {
+                v.x = p[0];
+                if (gk + 1 < kend) v.y = p[1];
+                if (gk + 2 < kend) v.z = p[2];
+            }
         }
+        l[(kq + 0) * stride + r] = v.x;
+        l[(kq + 1) * stride + r] = v.y;
+        l[(kq + 2) * stride + r] = v.z;
+        l[(kq + 3) * stride + r] = v.w;
+    }
+}
+
+inline float mt_finish(float v, __global const float *bias, const int has_bias, const int act, const bn_size t,
+                       const bn_size o, const bn_size out, const long perturb)
+{
+    if (has_bias) v = v + bias[o];
+    if (act) v = bn_act(act, v);
+    if ((long)(t * out + o) == perturb) v = bn_perturb(v);
+    return v;
+}
+
+/* local size (MT_LN, MT_LM); groups (outputs / MT_TN, tokens / MT_TM, parts), rounded up. */
+__kernel __attribute__((reqd_work_group_size(MT_LN, MT_LM, 1)))
+void mm_nt(__global const float *x, __global const float *w, __global const float *bias, const int has_bias,
+           const int act, __global float *y, __global float *part, const bn_size tokens, const bn_size in,
+           const bn_size out, const bn_size kchunk, const long perturb)
+{
+    __local float4 xs4[MT_TK * (MT_TM + MT_PAD) / 4];
+    __local float4 ws4[MT_TK * (MT_TN + MT_PAD) / 4];
+    __local float *xs = (__local float *)xs4, *ws = (__local float *)ws4;
+    const int tx = get_local_id(0), ty = get_local_id(1), id = ty * MT_LN + tx;
+    const bn_size o0 = get_group_id(0) * MT_TN, t0 = get_group_id(1) * MT_TM;
+    const bn_size kb = get_group_id(2) * kchunk, ke = kb + kchunk < in ? kb + kchunk : in;
+    float acc[MT_RM][MT_RN];
+    for (int i = 0; i < MT_RM; i++)
+        for (int j = 0; j < MT_RN; j++) acc[i][j] = 0.0f;
+    for (bn_size k0 = kb; k0 < ke; k0 += MT_TK) {
+        mt_tile(xs, MT_TM + MT_PAD, MT_TM, x, in, t0, tokens, k0, ke, id);
+        mt_tile(ws, MT_TN + MT_PAD, MT_TN, w, in, o0, out, k0, ke, id);
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (int k = 0; k < MM_TS; k++) {
-            const float wv = wl[lo][k];
-            for (int i = 0; i < MM_WPT; i++) acc[i] = acc[i] + xl[lt + i * MM_RTS][k] * wv;
+        for (int k = 0; k < MT_TK; k++) {
+            float a[MT_RM], b[MT_RN];
+#ifdef MT_V4
+            for (int i = 0; i < MT_RM / 4; i++) {
+                const float4 v = xs4[(k * (MT_TM + MT_PAD) + ty * MT_RM) / 4 + i];
+                a[4 * i] = v.x, a[4 * i + 1] = v.y, a[4 * i + 2] = v.z, a[4 * i + 3] = v.w;
+            }
+            for (int j = 0; j < MT_RN / 4; j++) {
+                const float4 v = ws4[(k * (MT_TN + MT_PAD) + tx * MT_RN) / 4 + j];
+                b[4 * j] = v.x, b[4 * j + 1] = v.y, b[4 * j + 2] = v.z, b[4 * j + 3] = v.w;
+            }
+#else
+            for (int i = 0; i < MT_RM; i++) a[i] = xs[k * (MT_TM + MT_PAD) + ty * MT_RM + i];
+            for (int j = 0; j < MT_RN; j++) b[j] = ws[k * (MT_TN + MT_PAD) + tx * MT_RN + j];
+#endif
+            for (int i = 0; i < MT_RM; i++)
+                for (int j = 0; j < MT_RN; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
-    for (int i = 0; i < MM_WPT; i++) {
-        const bn_size t = tb + lt + i * MM_RTS;
-        if (o < out && t < tokens) {
-            float v = acc[i];
-            if (has_bias) v = v + bias[o];
-            if (act) v = bn_act(act, v);
-            if ((long)(t * out + o) == perturb) v = bn_perturb(v);
-            y[t * out + o] = v;
+    const int parts = get_num_groups(2);
+    for (int i = 0; i < MT_RM; i++) {
+        const bn_size t = t0 + ty * MT_RM + i;
+        if (t >= tokens) break;
+        for (int j = 0; j < MT_RN; j++) {
+            const bn_size o = o0 + tx * MT_RN + j;
+            if (o >= out) break;
+            if (parts > 1)
+                part[(get_group_id(2) * tokens + t) * out + o] = acc[i][j];
+            else
+                y[t * out + o] = mt_finish(acc[i][j], bias, has_bias, act, t, o, out, perturb);
         }
     }
+}
+
+/* y = the parts of mm_nt added in order, then bias and activation.  global (out, tokens). */
+__kernel void mm_nt_sum(__global const float *part, const int parts, __global const float *bias, const int has_bias,
+                        const int act, __global float *y, const bn_size tokens, const bn_size out, const long perturb)
+{
+    const bn_size o = get_global_id(0), t = get_global_id(1);
+    if (o >= out || t >= tokens) return;
+    float v = part[t * out + o];
+    for (int p = 1; p < parts; p++) v += part[((bn_size)p * tokens + t) * out + o];
+    y[t * out + o] = mt_finish(v, bias, has_bias, act, t, o, out, perturb);
 }
 
 /* The epilogue after a CLBlast product: y[t][o] = act(y[t][o] + bias[o]),
@@ -67,50 +151,57 @@ __kernel void mm_epilogue(__global float *y, __global const float *bias, const i
     y[t * out + o] = v;
 }
 
-/* One token: y[o] = act(sum_k x[k] w[o][k] + bias[o]), a work-group of LX
- * items (a power of two, at most 256) per GV_ROWS rows of w.  Each item reads
- * float4s of the rows at stride LX, GV_ROWS loads in flight, and keeps one
- * partial sum per row; the work-group then adds them up in local memory.
- * The weights are read once, at the memory's speed; x comes from the cache. */
+/* One to GV_T tokens: y[t][o] = act(sum_k x[t][k] w[o][k] + bias[o]), a
+ * work-group of GV_LX items (a power of two) per GV_ROWS rows of w.  Each
+ * item reads float4s of the rows at stride GV_LX, GV_ROWS loads in flight,
+ * and keeps one partial sum per row and token; the work-group then adds them
+ * up in local memory.  The weights are read once, at the memory's speed; x
+ * (GV_T rows, exactly the call's tokens) comes from the cache. */
 #ifndef GV_ROWS
 #define GV_ROWS 4
 #endif
-#define GV_MAXLX 256
+#ifndef GV_T
+#define GV_T 1
+#endif
+#ifndef GV_LX
+#define GV_LX 256
+#endif
 
-__kernel void mm_gemv(__global const float *x, __global const float *w, __global const float *bias, const int has_bias,
-                      const int act, __global float *y, const bn_size in, const bn_size out, const long perturb)
+__kernel __attribute__((reqd_work_group_size(GV_LX, 1, 1)))
+void mm_gemv(__global const float *x, __global const float *w, __global const float *bias, const int has_bias,
+             const int act, __global float *y, const bn_size in, const bn_size out, const long perturb)
 {
-    __local float red[GV_ROWS][GV_MAXLX];
-    const int lid = get_local_id(0), lx = get_local_size(0);
+    __local float red[GV_ROWS * GV_T][GV_LX];
+    const int lid = get_local_id(0);
     const bn_size o0 = get_group_id(0) * GV_ROWS;
-    float acc[GV_ROWS];
+    float acc[GV_ROWS][GV_T];
     const __global float *wr[GV_ROWS];
     for (int r = 0; r < GV_ROWS; r++) {
-        acc[r] = 0.0f;
+        for (int t = 0; t < GV_T; t++) acc[r][t] = 0.0f;
         wr[r] = w + (o0 + r < out ? o0 + r : o0) * in; /* rows past the end read row o0 and are not stored */
     }
     const bn_size in4 = in / 4;
-    for (bn_size k = lid; k < in4; k += lx) {
-        const float4 xv = vload4(k, x);
+    for (bn_size k = lid; k < in4; k += GV_LX) {
         float4 wv[GV_ROWS];
         for (int r = 0; r < GV_ROWS; r++) wv[r] = vload4(k, wr[r]);
-        for (int r = 0; r < GV_ROWS; r++) acc[r] += dot(wv[r], xv);
+        for (int t = 0; t < GV_T; t++) {
+            const float4 xv = vload4(k, x + t * in);
+            for (int r = 0; r < GV_ROWS; r++) acc[r][t] += dot(wv[r], xv);
+        }
     }
-    for (bn_size k = in4 * 4 + lid; k < in; k += lx)
-        for (int r = 0; r < GV_ROWS; r++) acc[r] += wr[r][k] * x[k];
-    for (int r = 0; r < GV_ROWS; r++) red[r][lid] = acc[r];
-    for (int h = lx / 2; h > 0; h /= 2) {
+    for (bn_size k = in4 * 4 + lid; k < in; k += GV_LX)
+        for (int t = 0; t < GV_T; t++)
+            for (int r = 0; r < GV_ROWS; r++) acc[r][t] += wr[r][k] * x[t * in + k];
+    for (int r = 0; r < GV_ROWS; r++)
+        for (int t = 0; t < GV_T; t++) red[r * GV_T + t][lid] = acc[r][t];
+    for (int h = GV_LX / 2; h > 0; h /= 2) {
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid < h)
-            for (int r = 0; r < GV_ROWS; r++) red[r][lid] += red[r][lid + h];
+            for (int i = 0; i < GV_ROWS * GV_T; i++) red[i][lid] += red[i][lid + h];
     }
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < GV_ROWS && o0 + lid < out) {
-        const bn_size o = o0 + lid;
-        float v = red[lid][0];
-        if (has_bias) v = v + bias[o];
-        if (act) v = bn_act(act, v);
-        if ((long)o == perturb) v = bn_perturb(v);
-        y[o] = v;
+    for (int i = lid; i < GV_ROWS * GV_T; i += GV_LX) {
+        const bn_size o = o0 + i / GV_T, t = i % GV_T;
+        if (o < out) y[t * out + o] = mt_finish(red[i][0], bias, has_bias, act, t, o, out, perturb);
     }
 }

@@ -54,7 +54,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "matmul":
         for shape in sys.argv[2:]:
             o, i = (int(v) for v in shape.split("x"))
-            for t in (1, 8, 64):
+            for t in (1, 8, 16, 64):
                 matmul(o, i, t)
     else:
         linalg(int(sys.argv[2]))

@@ -57,7 +57,8 @@ static double nmse(const double *ref, const float *got, uint64_t n)
 }
 
 typedef struct { uint64_t tokens, in, out; } shape3;
-static const shape3 shapes[] = {{1, 1, 1}, {1, 3, 5}, {2, 17, 64}, {7, 255, 5}, {1, 4097, 64}, {64, 255, 1000}, {9, 130, 33}, {3, 4097, 17}, {1, 1024, 1001}};
+static const shape3 shapes[] = {{1, 1, 1}, {1, 3, 5}, {2, 17, 64}, {7, 255, 5}, {1, 4097, 64}, {64, 255, 1000}, {9, 130, 33}, {3, 4097, 17}, {1, 1024, 1001},
+                                {130, 300, 70}, {65, 2049, 3}, {16, 1023, 9}};
 
 static int check_backend(bitnet_backend *be)
 {
@@ -122,6 +123,21 @@ static void test_opencl(void **state)
     /* both products: CLBlast and the own kernel (each taken by shape and device) */
     setenv("BITNET_OCL_MATMUL", "own", 1);
     assert_int_equal(check_backend(be), 0);
+    /* the tiled kernel with other tiles and k splits (BITNET_OCL_MM_TILE) */
+    static const char *const tiles[] = {"16,32,8,2,4,3", "32,16,4,4,2", "8,8,4,1,1,7", "64,64,16,4,4,1",
+                                        "16,32,8,8,8,2"};
+    for (size_t i = 0; i < sizeof tiles / sizeof tiles[0]; i++) {
+        setenv("BITNET_OCL_MM_TILE", tiles[i], 1);
+        if (check_backend(be)) fail_msg("BITNET_OCL_MM_TILE=%s", tiles[i]);
+    }
+    static const char *const bad[] = {"64,64,16,3,4", "64,64,18,4,4", "64,64,16,4", "64,64,16,4,4,0", "64,64,16,4,4x"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        setenv("BITNET_OCL_MM_TILE", bad[i], 1);
+        float xb[4] = {1, 2, 3, 4}, wb[4] = {1, 0, 0, 1}, yb[4];
+        assert_int_equal(bitnet_matmul_f32(be, xb, 2, 2, wb, 2, NULL, BITNET_ACT_NONE, yb), BITNET_E_INVALID);
+        assert_non_null(strstr(bitnet_error_detail(), "BITNET_OCL_MM_TILE"));
+    }
+    unsetenv("BITNET_OCL_MM_TILE");
     setenv("BITNET_OCL_MATMUL", "clblast", 1);
     assert_int_equal(check_backend(be), 0);
     unsetenv("BITNET_OCL_MATMUL");

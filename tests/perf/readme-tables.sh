@@ -159,6 +159,14 @@ elif [ "$mode" = host ]; then
     table host-vnni
     section "BitLinear on the default level (AMX from 8 tokens), alternating with the above" "bitnet-bench $H"
     table host-default
+    echo
+    echo "One token against the read kernel of the same run, and 64 tokens, run by run (default level):"
+    echo
+    for f in "$OUTDIR"/host-default-[0-9]*.csv; do
+        awk -F, -v run="$(basename "$f" .csv)" '$1 == "copy" && $2 == "read" { rd = $16 }
+            $1 == "bitlinear" && $7 == 1 { g = $16 } $1 == "bitlinear" && $7 == 64 { t = $8 }
+            END { printf "- %s: one token %.1f GB/s, %.0f%% of read %.1f GB/s; 64 tokens %.3f ms\n", run, g, 100 * g / rd, rd, t }' "$f"
+    done
 else
     section "GPU, weights kept on the device" "bitnet-bench $G"
     table gpu-bitlinear

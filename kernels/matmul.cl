@@ -72,30 +72,24 @@ inline float mt_finish(float v, __global const float *bias, const int has_bias, 
     return v;
 }
 
-/* local size (MT_LN, MT_LM); groups (outputs / MT_TN, tokens / MT_TM, parts),
- * rounded up.  x, w and y start at their offsets (in floats) and have
- * leading dimensions ldx, ldw, ldy.  With sub, y = y - x w^T on the lower
- * triangle (output o <= token t; the upper one is left as it is, tiles wholly
- * above the diagonal do nothing): a Cholesky's trailing update. */
+/* local size (MT_LN, MT_LM); groups (outputs / MT_TN, tokens / MT_TM, parts), rounded up. */
 __kernel __attribute__((reqd_work_group_size(MT_LN, MT_LM, 1)))
-void mm_nt(__global const float *x, const bn_size xoff, const bn_size ldx, __global const float *w,
-           const bn_size woff, const bn_size ldw, __global float *y, const bn_size yoff, const bn_size ldy,
-           __global float *part, const bn_size tokens, const bn_size in, const bn_size out, const bn_size kchunk,
-           __global const float *bias, const int has_bias, const int act, const long perturb, const int sub)
+void mm_nt(__global const float *x, __global const float *w, __global const float *bias, const int has_bias,
+           const int act, __global float *y, __global float *part, const bn_size tokens, const bn_size in,
+           const bn_size out, const bn_size kchunk, const long perturb)
 {
     __local float4 xs4[MT_TK * (MT_TM + MT_PAD) / 4];
     __local float4 ws4[MT_TK * (MT_TN + MT_PAD) / 4];
     __local float *xs = (__local float *)xs4, *ws = (__local float *)ws4;
     const int tx = get_local_id(0), ty = get_local_id(1), id = ty * MT_LN + tx;
     const bn_size o0 = get_group_id(0) * MT_TN, t0 = get_group_id(1) * MT_TM;
-    if (sub && o0 >= t0 + MT_TM) return; /* the whole work-group: no barrier is left waiting */
     const bn_size kb = get_group_id(2) * kchunk, ke = kb + kchunk < in ? kb + kchunk : in;
     float acc[MT_RM][MT_RN];
     for (int i = 0; i < MT_RM; i++)
         for (int j = 0; j < MT_RN; j++) acc[i][j] = 0.0f;
     for (bn_size k0 = kb; k0 < ke; k0 += MT_TK) {
-        mt_tile(xs, MT_TM + MT_PAD, MT_TM, x + xoff, ldx, t0, tokens, k0, ke, id);
-        mt_tile(ws, MT_TN + MT_PAD, MT_TN, w + woff, ldw, o0, out, k0, ke, id);
+        mt_tile(xs, MT_TM + MT_PAD, MT_TM, x, in, t0, tokens, k0, ke, id);
+        mt_tile(ws, MT_TN + MT_PAD, MT_TN, w, in, o0, out, k0, ke, id);
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int k = 0; k < MT_TK; k++) {
             float a[MT_RM], b[MT_RN];
@@ -123,30 +117,24 @@ void mm_nt(__global const float *x, const bn_size xoff, const bn_size ldx, __glo
         if (t >= tokens) break;
         for (int j = 0; j < MT_RN; j++) {
             const bn_size o = o0 + tx * MT_RN + j;
-            if (o >= out || (sub && o > t)) break;
-            __global float *yp = y + yoff + t * ldy + o;
+            if (o >= out) break;
             if (parts > 1)
                 part[(get_group_id(2) * tokens + t) * out + o] = acc[i][j];
-            else if (sub)
-                *yp = *yp - acc[i][j];
             else
-                *yp = mt_finish(acc[i][j], bias, has_bias, act, t, o, out, perturb);
+                y[t * out + o] = mt_finish(acc[i][j], bias, has_bias, act, t, o, out, perturb);
         }
     }
 }
 
-/* y = the parts of mm_nt added in order, then bias and activation (or, with
- * sub, y minus them on the lower triangle).  global (out, tokens). */
-__kernel void mm_nt_sum(__global const float *part, const int parts, __global float *y, const bn_size yoff,
-                        const bn_size ldy, const bn_size tokens, const bn_size out, __global const float *bias,
-                        const int has_bias, const int act, const long perturb, const int sub)
+/* y = the parts of mm_nt added in order, then bias and activation.  global (out, tokens). */
+__kernel void mm_nt_sum(__global const float *part, const int parts, __global const float *bias, const int has_bias,
+                        const int act, __global float *y, const bn_size tokens, const bn_size out, const long perturb)
 {
     const bn_size o = get_global_id(0), t = get_global_id(1);
-    if (o >= out || t >= tokens || (sub && o > t)) return;
+    if (o >= out || t >= tokens) return;
     float v = part[t * out + o];
     for (int p = 1; p < parts; p++) v += part[((bn_size)p * tokens + t) * out + o];
-    __global float *yp = y + yoff + t * ldy + o;
-    *yp = sub ? *yp - v : mt_finish(v, bias, has_bias, act, t, o, out, perturb);
+    y[t * out + o] = mt_finish(v, bias, has_bias, act, t, o, out, perturb);
 }
 
 /* The epilogue after a CLBlast product: y[t][o] = act(y[t][o] + bias[o]),

@@ -8,9 +8,7 @@
  *                                 trailing update, O(NB^3) of O(n^2 NB) work;
  *                                 a device-side panel was not tried)
  *     L21 = A21 L11^-T           CLBlast TRSM
- *     A22 = A22 - L21 L21^T      the lower triangle: f32 on the project's
- *                                 tiled kernel where float products take it
- *                                 (NVIDIA GPUs), else CLBlast SYRK
+ *     A22 = A22 - L21 L21^T      CLBlast SYRK (lower triangle)
  * A matrix of at most NB rows is factored on the host entirely.  NB is 512
  * (measured below; BITNET_OCL_CHOL_NB sets it for sweeps).  The solve
  * adds two TRSMs (L Z = B, L^T X = Z).  f64 on a device without fp64 runs the
@@ -81,82 +79,6 @@ static bitnet_status rect(bn_ocl *o, cl_mem buf, size_t es, uint64_t n, uint64_t
     return BITNET_OK;
 }
 
-/* y -= x x^T on the lower triangle, all within the n-column matrix in buf:
- * x the rows x cols block at (r0, c0), y the rows x out block at (r0, r0). */
-static bitnet_status lower_update(bn_ocl *o, const char *op, cl_mem buf, uint64_t n, uint64_t r0, uint64_t c0,
-                                  uint64_t rows, uint64_t cols, uint64_t out)
-{
-    const bn_ocl_nt g = {.op = op, .x = buf, .xoff = (size_t)(r0 * n + c0), .ldx = n, .w = buf,
-                         .woff = (size_t)(r0 * n + c0), .ldw = n, .y = buf, .yoff = (size_t)(r0 * n + r0), .ldy = n,
-                         .tokens = rows, .in = cols, .out = out, .sub = 1};
-    return bn_ocl_gemm_nt(o, &g);
-}
-
-/* The f32 factorisation where float products take the project's kernel
- * (NVIDIA GPUs), with one block of lookahead: after the panel's TRSM the
- * next block column is updated first and its diagonal block read back
- * (not waited for), then the rest of the trailing matrix is updated while
- * the host factors that block.  hb holds two nb x nb blocks, used in turn. */
-static bitnet_status factor_ahead(bn_ocl *o, cl_mem buf, uint64_t n, float *hb, uint64_t nb, uint64_t *pivot,
-                                  const char *op)
-{
-    *pivot = 0;
-    uint64_t jb = n < nb ? n : nb;
-    bitnet_status st = rect(o, buf, 4, n, 0, 0, jb, jb, hb, 0);
-    cl_event wev = NULL, rev = NULL;
-    int c = 0;
-    for (uint64_t j0 = 0; !st && j0 < n; j0 += jb, jb = n - j0 < nb ? n - j0 : nb, c ^= 1) {
-        float *h = hb + (size_t)c * (size_t)(nb * nb);
-        const uint64_t rest = n - j0 - jb;
-        const int info = bn_cpu_potrf_lower(BITNET_F32, h, (int)jb, (int)jb);
-        if (info) {
-            *pivot = j0 + (uint64_t)(info > 0 ? info : 1);
-            break;
-        }
-        const size_t origin[3] = {(size_t)j0 * 4, (size_t)j0, 0}, zero[3] = {0, 0, 0}, region[3] = {(size_t)jb * 4, (size_t)jb, 1};
-        if (wev) clReleaseEvent(wev), wev = NULL;
-        cl_int err = clEnqueueWriteBufferRect(bn_ocl_queue(o), buf, CL_FALSE, origin, zero, region, (size_t)n * 4, 0,
-                                              (size_t)jb * 4, 0, h, 0, NULL, &wev);
-        if (err != CL_SUCCESS) {
-            st = bn_cl_fail(err, "clEnqueueWriteBufferRect(queue, buf, CL_FALSE, ...)", __FILE__, __LINE__);
-            break;
-        }
-        if (!rest) break;
-        const uint64_t j1 = j0 + jb, jb1 = rest < nb ? rest : nb;
-        const size_t a11 = (size_t)(j0 * n + j0), a21 = (size_t)(j1 * n + j0);
-        {
-            cl_event mark_, ev_ = NULL;
-            if ((st = bn_blas_begin(o, &mark_))) break;
-            CLBlastStatusCode cs = CLBlastStrsm(CLBlastLayoutRowMajor, CLBlastSideRight, CLBlastTriangleLower,
-                                                CLBlastTransposeYes, CLBlastDiagonalNonUnit, rest, jb, 1.0f, buf, a11,
-                                                n, buf, a21, n, EV);
-            st = bn_blas_end(o, mark_, ev_, op);
-            if (cs != CLBlastSuccess) st = BN_BLAS_FAIL(cs, "CLBlastStrsm");
-            if (st) break;
-        }
-        /* the next block column, rows j1..n: its diagonal block is the next to factor */
-        if ((st = lower_update(o, op, buf, n, j1, j0, rest, jb, jb1))) break;
-        const size_t o1[3] = {(size_t)j1 * 4, (size_t)j1, 0}, r1[3] = {(size_t)jb1 * 4, (size_t)jb1, 1};
-        float *h1 = hb + (size_t)(c ^ 1) * (size_t)(nb * nb);
-        err = clEnqueueReadBufferRect(bn_ocl_queue(o), buf, CL_FALSE, o1, zero, r1, (size_t)n * 4, 0, (size_t)jb1 * 4,
-                                      0, h1, 0, NULL, &rev);
-        if (err != CL_SUCCESS) {
-            st = bn_cl_fail(err, "clEnqueueReadBufferRect(queue, buf, CL_FALSE, ...)", __FILE__, __LINE__);
-            break;
-        }
-        /* the rest of the trailing matrix, behind the read */
-        if (rest > jb1 && (st = lower_update(o, op, buf, n, j1 + jb1, j0, rest - jb1, jb, rest - jb1))) break;
-        clFlush(bn_ocl_queue(o));
-        err = clWaitForEvents(1, &rev);
-        clReleaseEvent(rev), rev = NULL;
-        if (err != CL_SUCCESS) st = bn_cl_fail(err, "clWaitForEvents(1, &read)", __FILE__, __LINE__);
-    }
-    /* the host blocks are freed after this: nothing may still read or write them */
-    if (rev) clWaitForEvents(1, &rev), clReleaseEvent(rev);
-    if (wev) clWaitForEvents(1, &wev), clReleaseEvent(wev);
-    return st;
-}
-
 /* Factors the n x n matrix in buf in place (lower triangle) in blocks of nb
  * columns (host scratch hb of nb x nb).  *pivot: 0, or the 1-based pivot that is not positive. */
 static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, void *hb, uint64_t nb,
@@ -164,7 +86,6 @@ static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, 
 {
     const size_t es = bn_la_esize(dt);
     const int d = dt == BITNET_F64;
-    if (!d && bn_ocl_own_gemm(o)) return factor_ahead(o, buf, n, hb, nb, pivot, op);
     *pivot = 0;
     for (uint64_t j0 = 0; j0 < n; j0 += nb) {
         const uint64_t jb = n - j0 < nb ? n - j0 : nb, rest = n - j0 - jb;
@@ -189,16 +110,9 @@ static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, 
             BLAS_CALL(o, op, "CLBlastStrsm",
                       CLBlastStrsm(CLBlastLayoutRowMajor, CLBlastSideRight, CLBlastTriangleLower, CLBlastTransposeYes,
                                    CLBlastDiagonalNonUnit, rest, jb, 1.0f, buf, a11, n, buf, a21, n, EV));
-            if (bn_ocl_own_gemm(o)) {
-                const bn_ocl_nt g = {.op = op, .x = buf, .xoff = a21, .ldx = n, .w = buf, .woff = a21, .ldw = n,
-                                     .y = buf, .yoff = a22, .ldy = n, .tokens = rest, .in = jb, .out = rest, .sub = 1};
-                bitnet_status st2 = bn_ocl_gemm_nt(o, &g);
-                if (st2) return st2;
-            } else {
-                BLAS_CALL(o, op, "CLBlastSsyrk",
-                          CLBlastSsyrk(CLBlastLayoutRowMajor, CLBlastTriangleLower, CLBlastTransposeNo, rest, jb,
-                                       -1.0f, buf, a21, n, 1.0f, buf, a22, n, EV));
-            }
+            BLAS_CALL(o, op, "CLBlastSsyrk",
+                      CLBlastSsyrk(CLBlastLayoutRowMajor, CLBlastTriangleLower, CLBlastTransposeNo, rest, jb, -1.0f,
+                                   buf, a21, n, 1.0f, buf, a22, n, EV));
         }
     }
     return BITNET_OK;
@@ -242,7 +156,7 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
     const size_t es = bn_la_esize(dt), mat = (size_t)(n * n) * es, rhs = (size_t)(n * nrhs) * es;
     cl_mem bl = NULL, bb = NULL;
     const uint64_t nb = block_width();
-    void *hb = malloc((size_t)(2 * nb * nb) * es); /* two blocks for factor_ahead */
+    void *hb = malloc((size_t)(nb * nb) * es);
     bitnet_status st = hb ? BITNET_OK : bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
     if (!st) st = bn_ocl_alloc(o, mat, &bl);
     if (!st && b) st = bn_ocl_alloc(o, rhs, &bb);

@@ -133,18 +133,17 @@ static bitnet_status mt_config(const bn_ocl *o, mt_cfg *c)
     return BITNET_OK;
 }
 
-/* mm_nt (see bn_ocl_gemm_nt in ocl.h).  When the tiles alone would leave
- * compute units idle, k is split into parts (each a multiple of TK, at least
- * 16 steps long) so that there are about two work-groups per compute unit;
- * the parts' sums go through a pooled buffer and mm_nt_sum. */
-bitnet_status bn_ocl_gemm_nt(bn_ocl *o, const bn_ocl_nt *g)
+/* Several tokens through mm_nt.  When the tiles alone would leave compute
+ * units idle, k is split into parts (each a multiple of TK, at least 16
+ * steps long) so that there are about two work-groups per compute unit; the
+ * parts' sums go through a pooled buffer and mm_nt_sum. */
+static bitnet_status tiled(bn_ocl *o, cl_mem bx, uint64_t tokens, uint64_t in, cl_mem bw, uint64_t out, cl_mem bb,
+                           int has_bias, bitnet_act act, cl_mem by)
 {
     mt_cfg c;
     bitnet_status st = mt_config(o, &c);
     if (st) return st;
-    const uint64_t tokens = g->tokens, in = g->in, out = g->out;
-    uint64_t tiles = (out + c.tn - 1) / c.tn * ((tokens + c.tm - 1) / c.tm);
-    if (g->sub) tiles = tiles / 2 + 1; /* about half are above the diagonal */
+    const uint64_t tiles = (out + c.tn - 1) / c.tn * ((tokens + c.tm - 1) / c.tm);
     uint64_t parts = c.parts;
     if (!parts) {
         const uint64_t want = 2 * (uint64_t)bn_ocl_get_caps(o)->compute_units, most = in / (16 * c.tk);
@@ -153,44 +152,38 @@ bitnet_status bn_ocl_gemm_nt(bn_ocl *o, const bn_ocl_nt *g)
     }
     uint64_t kchunk = (in + parts - 1) / parts;
     kchunk = (kchunk + c.tk - 1) / c.tk * c.tk;
-    parts = kchunk ? (in + kchunk - 1) / kchunk : 1; /* in = 0: one part of nothing */
+    parts = (in + kchunk - 1) / kchunk;
     cl_mem part = NULL;
     if (parts > 1) {
-        /* tokens x out is below 2^31 (bn_matmul_check; a Cholesky's block below its matrix), parts below 2^32 */
-        if (parts * tokens * out > SIZE_MAX / 4) return bn_fail(BITNET_E_NOMEM, "%s: k split too large", g->op);
+        /* tokens x out is below 2^31 (bn_matmul_check), parts below 2^32 */
+        if (parts * tokens * out > SIZE_MAX / 4) return bn_fail(BITNET_E_NOMEM, "matmul_f32: k split too large");
         if ((st = bn_ocl_alloc(o, (size_t)(parts * tokens * out) * 4, &part))) return st;
     }
     char opts[128];
     snprintf(opts, sizeof opts, "-DMT_TM=%u -DMT_TN=%u -DMT_TK=%u -DMT_RM=%u -DMT_RN=%u", c.tm, c.tn, c.tk, c.rm,
              c.rn);
     cl_kernel k;
-    const cl_int hb = g->bias != NULL, a = (cl_int)g->act, np = (cl_int)parts, sub = g->sub;
-    const cl_ulong ct = tokens, ci = in, co = out, kc = kchunk, xo = g->xoff, xl = g->ldx, wo = g->woff, wl = g->ldw,
-                   yo = g->yoff, yl = g->ldy;
-    const cl_long perturb = !g->sub && bn_test_perturb("matmul_f32") ? 0 : -1;
-    cl_mem bx = g->x, bw = g->w, by = g->y, bb = g->bias;
+    const cl_int hb = has_bias, a = (cl_int)act, np = (cl_int)parts;
+    const cl_ulong ct = tokens, ci = in, co = out, kc = kchunk;
+    const cl_long perturb = bn_test_perturb("matmul_f32") ? 0 : -1;
     if (!(st = bn_ocl_kernel(o, "matmul", "mm_nt", opts, &k)) &&
-        !(st = bn_ocl_args(o, k, 19, sizeof bx, &bx, sizeof xo, &xo, sizeof xl, &xl, sizeof bw, &bw, sizeof wo, &wo,
-                           sizeof wl, &wl, sizeof by, &by, sizeof yo, &yo, sizeof yl, &yl, sizeof part, &part,
-                           sizeof ct, &ct, sizeof ci, &ci, sizeof co, &co, sizeof kc, &kc, sizeof bb, &bb, sizeof hb,
-                           &hb, sizeof a, &a, sizeof perturb, &perturb, sizeof sub, &sub))) {
+        !(st = bn_ocl_args(o, k, 12, sizeof bx, &bx, sizeof bw, &bw, sizeof bb, &bb, sizeof hb, &hb, sizeof a, &a,
+                           sizeof by, &by, sizeof part, &part, sizeof ct, &ct, sizeof ci, &ci, sizeof co, &co,
+                           sizeof kc, &kc, sizeof perturb, &perturb))) {
         const size_t local[3] = {c.tn / c.rn, c.tm / c.rm, 1};
         const size_t global[3] = {(size_t)((out + c.tn - 1) / c.tn) * local[0],
                                   (size_t)((tokens + c.tm - 1) / c.tm) * local[1], (size_t)parts};
-        st = bn_ocl_run(o, k, 3, global, local, g->op);
+        st = bn_ocl_run(o, k, 3, global, local, "matmul_f32");
     }
     if (!st && parts > 1 && !(st = bn_ocl_kernel(o, "matmul", "mm_nt_sum", opts, &k)) &&
-        !(st = bn_ocl_args(o, k, 12, sizeof part, &part, sizeof np, &np, sizeof by, &by, sizeof yo, &yo, sizeof yl,
-                           &yl, sizeof ct, &ct, sizeof co, &co, sizeof bb, &bb, sizeof hb, &hb, sizeof a, &a,
-                           sizeof perturb, &perturb, sizeof sub, &sub))) {
+        !(st = bn_ocl_args(o, k, 9, sizeof part, &part, sizeof np, &np, sizeof bb, &bb, sizeof hb, &hb, sizeof a, &a,
+                           sizeof by, &by, sizeof ct, &ct, sizeof co, &co, sizeof perturb, &perturb))) {
         const size_t global[2] = {(size_t)out, (size_t)tokens};
-        st = bn_ocl_run(o, k, 2, global, NULL, g->op);
+        st = bn_ocl_run(o, k, 2, global, NULL, "matmul_f32");
     }
     bn_ocl_release(o, part);
     return st;
 }
-
-int bn_ocl_own_gemm(const bn_ocl *o) { return own_kernel(o); }
 
 bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint64_t in, const float *w, uint64_t out,
                                 const float *bias, bitnet_act act, float *y)
@@ -217,9 +210,7 @@ bitnet_status bn_ocl_matmul_f32(void *ctx, const float *x, uint64_t tokens, uint
         st = gemv(o, bx, tokens, in, bw, out, bb, bias != NULL, act, by);
         goto out;
     }
-    const bn_ocl_nt g = {.op = "matmul_f32", .x = bx, .ldx = in, .w = bw, .ldw = in, .y = by, .ldy = out,
-                         .tokens = tokens, .in = in, .out = out, .bias = bias ? bb : NULL, .act = act};
-    st = bn_ocl_gemm_nt(o, &g);
+    st = tiled(o, bx, tokens, in, bw, out, bb, bias != NULL, act, by);
 out:
     st = bn_ocl_done(o, &ay, st);
     st = bn_ocl_done(o, &ax, st);

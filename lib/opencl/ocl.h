@@ -29,21 +29,6 @@ const bn_ocl_caps *bn_ocl_get_caps(const bn_ocl *o);
 bitnet_status bn_ocl_kernel(bn_ocl *o, const char *family, const char *name, const char *options, cl_kernel *k);
 
 /* Pooled device buffers (reused by size class; statistics kept). */
-/* y = act(x w^T + bias) through the project's tiled kernel (mm_nt), f32, on
- * device buffers at element offsets with leading dimensions: x [tokens x in],
- * w [out x in], y [tokens x out]; with sub, y -= x w^T on the lower triangle
- * of y only (out <= token index; bias and act unused).  Enqueued, not waited for. */
-typedef struct {
-    const char *op; /* the op its time counts to */
-    cl_mem x, w, y, bias;
-    size_t xoff, ldx, woff, ldw, yoff, ldy;
-    uint64_t tokens, in, out;
-    bitnet_act act;
-    int sub;
-} bn_ocl_nt;
-bitnet_status bn_ocl_gemm_nt(bn_ocl *o, const bn_ocl_nt *g);
-/* Whether float products take the project's kernels on this device (else CLBlast). */
-int bn_ocl_own_gemm(const bn_ocl *o);
 bitnet_status bn_ocl_alloc(bn_ocl *o, size_t bytes, cl_mem *m);
 void bn_ocl_release(bn_ocl *o, cl_mem m);
 /* Device-resident weights (lib/opencl/keep.c): bitnet_backend_keep/forget. */

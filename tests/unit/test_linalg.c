@@ -472,30 +472,6 @@ static void test_cholesky(void **state)
         }
         free(well), free(rhs);
     }
-    /* the f32 trailing update on the project's tiled kernel (what NVIDIA GPUs
-     * take), with its default tile, a k split in parts, and a narrow tile */
-    setenv("BITNET_OCL_MATMUL", "own", 1);
-    static const char *const tiles[] = {"", "16,16,4,2,2,3", "8,16,8,2,4"};
-    for (size_t t = 0; t < sizeof tiles / sizeof tiles[0]; t++) {
-        if (*tiles[t]) setenv("BITNET_OCL_MM_TILE", tiles[t], 1);
-        for (uint64_t n = 17; n <= 255; n += 119) {
-            double *well = spd(&st, n, 100.0), *rhs = randm(&st, (size_t)(n * 2));
-            for (int i = 0; i < nd; i++) chol_case(&d[i], BITNET_F32, well, 1, n, 2, rhs);
-            free(well), free(rhs);
-        }
-    }
-    unsetenv("BITNET_OCL_MM_TILE");
-    /* a pivot that fails in the third block (the lookahead reads it early) */
-    float *bad = calloc(40 * 40, sizeof *bad), *lb = malloc(40 * 40 * sizeof *lb);
-    assert_non_null(bad && lb);
-    for (int i = 0; i < 40; i++) bad[i * 40 + i] = i == 37 ? -1.0f : 2.0f;
-    for (int i = 0; i < nd; i++) {
-        if (!d[i].be) continue;
-        assert_int_equal(bitnet_cholesky(d[i].be, BITNET_F32, bad, 1, 40, lb), BITNET_E_NUMERIC);
-        assert_non_null(strstr(bitnet_error_detail(), "pivot 38 of 40"));
-    }
-    free(bad), free(lb);
-    unsetenv("BITNET_OCL_MATMUL");
     unsetenv("BITNET_OCL_CHOL_NB");
     /* a batch of three 17 x 17 */
     double *a = malloc(3 * 17 * 17 * sizeof *a), *rhs = randm(&st, 3 * 17 * 2);

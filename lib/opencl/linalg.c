@@ -39,7 +39,18 @@
 
 /* 4096 x 4096 f32 on an H100 (bitnet-bench, end to end / CLBlast kernels):
  * NB 64: 103 / 45.4 ms, 128: 97.1 / 40.6, 256: 82.3 / 29.7, 512: 76.2 / 24.4,
- * 1024: 85.4 / 24.2.  The host's LAPACK (16 cores) took 79.5 ms. */
+ * 1024: 85.4 / 24.2.  The host's LAPACK (16 cores) took 79.5 ms.
+ * Tried on an H200 (2026-11-26) and not kept: the f32 trailing update on the
+ * project's tiled float kernel (mm_nt) in place of CLBlast's SYRK, with one
+ * block of lookahead (the next diagonal block updated and read first, the
+ * host factoring it while the device updates the rest).  Three alternating
+ * rounds, kernel / end to end: NB 512 17.5-22.0 / 60.0-61.5 ms against
+ * 18.7-18.9 / 56.1-63.0 ms, NB 1024 15.1 / 58.1-66.6 against 15.9-16.7 /
+ * 56.4-62.9 ms (host LAPACK 48.4 ms).  The end-to-end time is mostly the
+ * host's: an LD_PRELOAD trace (tests/device/cltrace.c) counted about 780
+ * kernel launches per call at about 10 us of host time each (CLBlast's TRSM
+ * runs many small kernels) and 14 ms of transfers for the 64 MiB matrix each
+ * way through staging. */
 #define NB_DEFAULT 512
 #define NB_MAX 2048
 

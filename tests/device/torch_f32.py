@@ -4,7 +4,7 @@ product y = x @ W^T (cuBLAS, TF32 off) with weights rotated through more
 memory than L2 holds, and Cholesky, QR (reduced), SVD (reduced, and values
 only) of an n x n matrix (cuSOLVER), timed with CUDA events; median of the
 timed repetitions after one warm-up call.
-usage: torch_f32.py matmul SHAPE... | linalg N"""
+usage: torch_f32.py matmul SHAPE... | linalg N [OP...]"""
 import sys
 import torch
 
@@ -38,7 +38,7 @@ def matmul(out_f, in_f, tokens, reps=200):
     print(f"cublas-fp32 {out_f}x{in_f} tokens={tokens} median_us={ms * 1e3:.1f} GB/s={moved / ms / 1e6:.1f}")
 
 
-def linalg(n):
+def linalg(n, only=()):
     g = torch.Generator(device="cuda").manual_seed(1)
     a = torch.rand(n, n, device="cuda", generator=g) * 2 - 1
     spd = (a + a.t()) / 2 + n * torch.eye(n, device="cuda")  # as bitnet-bench's cholesky input
@@ -46,6 +46,8 @@ def linalg(n):
                            ("qr", lambda i=0: torch.linalg.qr(a, mode="reduced"), 5),
                            ("svd-values", lambda i=0: torch.linalg.svdvals(a), 3),
                            ("svd-vectors", lambda i=0: torch.linalg.svd(a, full_matrices=False), 3)):
+        if only and name not in only:
+            continue
         print(f"torch-{name} {n}x{n} f32 median_ms={timed(fn, reps):.2f}", flush=True)
 
 
@@ -57,4 +59,4 @@ if __name__ == "__main__":
             for t in (1, 8, 16, 64):
                 matmul(o, i, t)
     else:
-        linalg(int(sys.argv[2]))
+        linalg(int(sys.argv[2]), sys.argv[3:])

@@ -1,7 +1,8 @@
 /*
  * matmul.cl - float products y = x w^T (+bias, act) (after common.cl):
- * x [tokens x in], w [out x in], y [tokens x out]: mm_nt from two tokens,
- * mm_gemv for one, mm_epilogue after a CLBlast product.
+ * x [tokens x in], w [out x in], y [tokens x out]: mm_gemv for a few tokens,
+ * mm_nt for more, mm_epilogue after a CLBlast product; all finish a sum the
+ * same way (mt_finish: bias, then activation).
  */
 
 /* Several tokens: mm_nt, a register-tiled product.  A work-group computes an
@@ -31,7 +32,7 @@
 #define MT_LM (MT_TM / MT_RM)
 #define MT_LN (MT_TN / MT_RN)
 #define MT_NTH (MT_LM * MT_LN)
-#define MT_PAD 4 /* keeps rows of the tiles 16-byte aligned */
+#define MT_PAD 4 /* keeps rows of the tiles 16-byte aligned (the host sizes local memory with it) */
 #if MT_RM % 4 == 0 && MT_RN % 4 == 0
 #define MT_V4 1 /* the inner loop reads the tiles in float4s */
 #endif
@@ -63,6 +64,7 @@ inline void mt_tile(__local float *l, const int stride, const int n, __global co
     }
 }
 
+/* bias, then activation, as bitnet_matmul_f32_ref finishes a sum */
 inline float mt_finish(float v, __global const float *bias, const int has_bias, const int act, const bn_size t,
                        const bn_size o, const bn_size out, const long perturb)
 {
@@ -144,11 +146,7 @@ __kernel void mm_epilogue(__global float *y, __global const float *bias, const i
 {
     const bn_size o = get_global_id(0), t = get_global_id(1);
     if (o >= out || t >= tokens) return;
-    float v = y[t * out + o];
-    if (has_bias) v = v + bias[o];
-    if (act) v = bn_act(act, v);
-    if ((long)(t * out + o) == perturb) v = bn_perturb(v);
-    y[t * out + o] = v;
+    y[t * out + o] = mt_finish(y[t * out + o], bias, has_bias, act, t, o, out, perturb);
 }
 
 /* One to GV_T tokens: y[t][o] = act(sum_k x[t][k] w[o][k] + bias[o]), a

@@ -39,7 +39,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static int own_kernel(const bn_ocl *o)
 {
     const char *e = getenv("BITNET_OCL_MATMUL");
@@ -109,6 +108,7 @@ typedef struct {
 } mt_cfg;
 
 static const mt_cfg mt_default = {64, 64, 16, 4, 4, 0};
+#define MT_PAD 4 /* floats added to each row of the kernel's local tiles */
 
 /* BITNET_OCL_MM_TILE=TM,TN,TK,RM,RN[,PARTS] replaces the tile for sweeps
  * (and takes mm_nt from two tokens, where mm_gemv would take a few). */
@@ -120,7 +120,7 @@ static bitnet_status mt_config(const bn_ocl *o, mt_cfg *c)
     unsigned v[6] = {0};
     int used = 0;
     const int n = sscanf(e, "%u,%u,%u,%u,%u%n,%u%n", &v[0], &v[1], &v[2], &v[3], &v[4], &used, &v[5], &used);
-    const size_t local = (size_t)(v[2] * ((v[0] + 4) + (v[1] + 4))) * 4;
+    const size_t local = (size_t)(v[2] * ((v[0] + MT_PAD) + (v[1] + MT_PAD))) * 4;
     if (n < 5 || e[used] || v[3] == 0 || v[4] == 0 || v[0] % v[3] || v[1] % v[4] || v[2] == 0 || v[2] % 4 ||
         v[0] % 4 || v[1] % 4 ||
         v[0] > 256 || v[1] > 256 || v[2] > 256 || (size_t)(v[0] / v[3]) * (v[1] / v[4]) > bn_ocl_get_caps(o)->max_wg ||

@@ -120,7 +120,7 @@ static void test_opencl(void **state)
     bitnet_backend *be;
     if (bitnet_backend_create(&be, "opencl", 1) != BITNET_OK) skip();
     assert_int_equal(check_backend(be), 0);
-    /* both products: CLBlast and the own kernel (each taken by shape and device) */
+    /* both products: CLBlast and the own kernels (the device decides which by default) */
     setenv("BITNET_OCL_MATMUL", "own", 1);
     assert_int_equal(check_backend(be), 0);
     /* the tiled kernel with other tiles and k splits (BITNET_OCL_MM_TILE) */

@@ -191,8 +191,16 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
  *   MMA_WM  warps along the rows of a work-group     MMA_MT  16-row tiles per warp
  *   MMA_WK  warps splitting k (summed at the end)    MMA_NT  tokens per pass (x8)
  *   MMA_KB  blocks (128 columns) staged per chunk (even)
+ *   MMA_PF  1: a warp loads its weights of the next chunk before it works
+ *           on this one (software pipelining through registers)
+ *   MMA_XPF 1: likewise the activations it stages (stored after the chunk)
  * A work-group has 32 x MMA_WM*MMA_WK work-items and owns 16*MMA_MT*MMA_WM
- * rows; each warp keeps MMA_MT * MMA_NT/8 accumulator tiles in registers.
+ * rows (group id 0) of MMA_NT tokens (group id 2, looping past the grid);
+ * each warp keeps MMA_MT * MMA_NT/8 accumulator tiles in registers.
+ * Group id 1 splits k over work-groups (the host's MMA_KP parts of spp
+ * super-blocks each, spp a multiple of a chunk): with more than one part each
+ * writes its integer sums to part[p][token][row] and bl_mma_sum adds them
+ * (exact: integers) and applies the epilogue.
  * MMA_EMULATE (tests on any device): the mma in plain OpenCL C through local
  * memory with barriers, so every BL_MMA must be reached by the whole
  * work-group (all loops around it are uniform). */
@@ -213,6 +221,12 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
 #endif
 #ifndef MMA_SIGNED
 #define MMA_SIGNED 0
+#endif
+#ifndef MMA_PF
+#define MMA_PF 0
+#endif
+#ifndef MMA_XPF
+#define MMA_XPF 0
 #endif
 #ifndef MMA_TEST_BIAS
 #define MMA_TEST_BIAS 0 /* tests: every integer sum starts there */
@@ -324,53 +338,89 @@ inline void bl_mma_stage(__local uint *xl, int n, int sc, int q, uint4 v)
 }
 
 #define MMA_NSCW ((MMA_NSC + MMA_WK - 1) / MMA_WK) /* super-blocks per warp and chunk */
+
+/* This warp's code words of the chunk at super-block c0 (rows r0..): those
+ * past the row or the chunk, and rows past out, are zeros. */
+#define MMA_LOAD_W(aw, c0)                                                                                   \
+    MMA_UNROLL for (int u = 0; u < MMA_NSCW; u++) {                                                          \
+        const int sc_ = u * MMA_WK + wk;                                                                     \
+        const bn_size blk_ = ((c0) + (bn_size)sc_) * 2 + (bn_size)(t >> 1);                                 \
+        const int live_ = sc_ < MMA_NSC && blk_ < nblocks;                                                   \
+        MMA_UNROLL for (int m = 0; m < MMA_MT; m++) MMA_UNROLL for (int h = 0; h < 2; h++) {                 \
+            const bn_size row_ = r0 + (bn_size)(16 * m + 8 * h + g);                                         \
+            aw[u][m][h] = live_ && row_ < out ? w[row_ * wrow + blk_ * 2 + (bn_size)(t & 1)] : (uint4)(0);   \
+        }                                                                                                    \
+    }
+
+/* Staging: a chunk's activations are MMA_SN uint4 loads (16 columns of a
+ * token each), MMA_SPT per work-item, all issued before any is stored (a
+ * loop that loaded and stored one at a time waited on each load). */
+#define MMA_SN (MMA_NT * MMA_NSC * 16)
+#define MMA_SPT ((MMA_SN + 32 * MMA_NW - 1) / (32 * MMA_NW))
+#define MMA_LOAD_X(xv, c0)                                                                                   \
+    MMA_UNROLL for (int r_ = 0; r_ < MMA_SPT; r_++) {                                                        \
+        const int i_ = lid + r_ * 32 * MMA_NW;                                                               \
+        const int n_ = i_ / (MMA_NSC * 16), sc_ = (i_ / 16) % MMA_NSC, q_ = i_ % 16;                         \
+        const bn_size blk_ = ((c0) + (bn_size)sc_) * 2 + (bn_size)(q_ >> 3), tok_ = t0 + (bn_size)n_;        \
+        xv[r_] = i_ < MMA_SN && tok_ < tokens && blk_ < nblocks                                              \
+                     ? vload4(0, (__global const uint *)(x + tok_ * xstride + blk_ * 128 + (bn_size)((q_ & 7) * 16))) \
+                     : (uint4)(0);                                                                           \
+    }
+#define MMA_STORE_X(xv)                                                                                      \
+    MMA_UNROLL for (int r_ = 0; r_ < MMA_SPT; r_++) {                                                        \
+        const int i_ = lid + r_ * 32 * MMA_NW;                                                               \
+        if (i_ < MMA_SN) bl_mma_stage(xl, i_ / (MMA_NSC * 16), (i_ / 16) % MMA_NSC, i_ % 16, xv[r_]);        \
+    }
+
 __kernel __attribute__((reqd_work_group_size(32, MMA_NW, 1)))
 void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global const float *xs,
                  __global const float *d, const int per_row, __global const float *bias, const int has_bias,
                  const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size nblocks,
-                 const bn_size xstride, const long perturb, __global const int *xsum)
+                 const bn_size xstride, const long perturb, __global const int *xsum, __global int *part,
+                 const bn_size spp)
 {
     __local uint4 xl4[(MMA_LWORDS + 3) / 4]; /* uint4: the k-split sums reuse it as int4 */
     __local uint *xl = (__local uint *)xl4;
     BL_MSCRATCH;
     const int lane = get_local_id(0), wid = get_local_id(1), lid = wid * 32 + lane;
     const int g = lane >> 2, t = lane & 3, wm = wid % MMA_WM, wk = wid / MMA_WM;
-    const bn_size r0 = get_group_id(1) * (bn_size)MMA_MR + (bn_size)(wm * 16 * MMA_MT);
+    const bn_size r0 = get_group_id(0) * (bn_size)MMA_MR + (bn_size)(wm * 16 * MMA_MT);
     const bn_size nsb = (nblocks + 1) / 2; /* super-blocks of a row (the last may be half) */
     const bn_size wrow = nblocks * 2;      /* uint4 per row */
-    for (bn_size t0 = 0; t0 < tokens; t0 += MMA_NT) {
+    const bn_size kp = get_num_groups(1), p = get_group_id(1);
+    const bn_size cbeg = p * spp, cend = min(nsb, cbeg + spp); /* this part's super-blocks */
+    for (bn_size t0 = get_group_id(2) * (bn_size)MMA_NT; t0 < tokens; t0 += get_num_groups(2) * (bn_size)MMA_NT) {
         int4 acc[MMA_MT][MMA_NTT];
 MMA_UNROLL
         for (int m = 0; m < MMA_MT; m++)
 MMA_UNROLL
-            for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(wk == 0 ? MMA_TEST_BIAS : 0);
-        for (bn_size c0 = 0; c0 < nsb; c0 += MMA_NSC) { /* chunk: super-blocks c0.. */
+            for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(wk == 0 && p == 0 ? MMA_TEST_BIAS : 0);
+        uint4 aw[MMA_NSCW][MMA_MT][2];
+#if MMA_PF
+        MMA_LOAD_W(aw, cbeg)
+#endif
+        uint4 xv[MMA_SPT]; /* this item's share of a chunk's activations */
+#if MMA_XPF
+        MMA_LOAD_X(xv, cbeg)
+#endif
+        for (bn_size c0 = cbeg; c0 < cend; c0 += MMA_NSC) { /* chunk: super-blocks c0.. */
             /* this warp's code words of the chunk, loaded before the staging
-             * so that both are in flight together; super-blocks past the
-             * row or the chunk (and rows past out) are zeros */
-            uint4 aw[MMA_NSCW][MMA_MT][2];
-MMA_UNROLL
-            for (int u = 0; u < MMA_NSCW; u++) {
-                const int sc = u * MMA_WK + wk;
-                const bn_size blk = (c0 + (bn_size)sc) * 2 + (bn_size)(t >> 1);
-                const int live = sc < MMA_NSC && blk < nblocks;
-MMA_UNROLL
-                for (int m = 0; m < MMA_MT; m++)
-MMA_UNROLL
-                    for (int h = 0; h < 2; h++) {
-                        const bn_size row = r0 + (bn_size)(16 * m + 8 * h + g);
-                        aw[u][m][h] = live && row < out ? w[row * wrow + blk * 2 + (bn_size)(t & 1)] : (uint4)(0);
-                    }
-            }
+             * so that both are in flight together (MMA_PF: a chunk ahead) */
+            const bn_size cn = c0 + MMA_NSC < cend ? c0 + MMA_NSC : nsb; /* the next chunk (nsb: none) */
+#if MMA_PF
+            uint4 awn[MMA_NSCW][MMA_MT][2];
+            MMA_LOAD_W(awn, cn)
+#else
+            MMA_LOAD_W(aw, c0)
+#endif
+#if !MMA_XPF
+            MMA_LOAD_X(xv, c0)
+#endif
             barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with xl */
-            for (int i = lid; i < MMA_NT * MMA_NSC * 16; i += 32 * MMA_NW) {
-                const int n = i / (MMA_NSC * 16), sc = (i / 16) % MMA_NSC, q = i % 16;
-                const bn_size blk = (c0 + (bn_size)sc) * 2 + (bn_size)(q >> 3), tok = t0 + (bn_size)n;
-                uint4 v = (uint4)(0);
-                if (tok < tokens && blk < nblocks)
-                    v = vload4(0, (__global const uint *)(x + tok * xstride + blk * 128 + (bn_size)((q & 7) * 16)));
-                bl_mma_stage(xl, n, sc, q, v);
-            }
+            MMA_STORE_X(xv)
+#if MMA_XPF
+            MMA_LOAD_X(xv, cn) /* in flight while this chunk computes */
+#endif
             barrier(CLK_LOCAL_MEM_FENCE);
 MMA_UNROLL
             for (int u = 0; u < MMA_NSCW; u++) { /* uniform: every warp runs every step */
@@ -379,13 +429,13 @@ MMA_UNROLL
                 __local const uint2 *xb = (__local const uint2 *)xl + (g * MMA_XS) / 2 + (sc < MMA_NSC ? sc : 0) * 32 + t;
 MMA_UNROLL
                 for (int e = 0; e < 8; e++) {
-                    const int s = e >> 1, p = e & 1;
+                    const int s = e >> 1, pe = e & 1;
                     int4 a[MMA_MT];
 MMA_UNROLL
                     for (int m = 0; m < MMA_MT; m++) {
                         const uint4 w0 = aw[u][m][0], w1 = aw[u][m][1];
-                        a[m] = (int4)(bl_mma_dec(p ? w0.z : w0.x, s), bl_mma_dec(p ? w1.z : w1.x, s),
-                                      bl_mma_dec(p ? w0.w : w0.y, s), bl_mma_dec(p ? w1.w : w1.y, s));
+                        a[m] = (int4)(bl_mma_dec(pe ? w0.z : w0.x, s), bl_mma_dec(pe ? w1.z : w1.x, s),
+                                      bl_mma_dec(pe ? w0.w : w0.y, s), bl_mma_dec(pe ? w1.w : w1.y, s));
                     }
 MMA_UNROLL
                     for (int j = 0; j < MMA_NTT; j++) {
@@ -395,6 +445,15 @@ MMA_UNROLL
                     }
                 }
             }
+#if MMA_PF
+MMA_UNROLL
+            for (int u = 0; u < MMA_NSCW; u++)
+MMA_UNROLL
+                for (int m = 0; m < MMA_MT; m++) {
+                    aw[u][m][0] = awn[u][m][0];
+                    aw[u][m][1] = awn[u][m][1];
+                }
+#endif
         }
 #if MMA_WK > 1
         /* the k-split warps add theirs into split 0, one split at a time */
@@ -422,6 +481,10 @@ MMA_UNROLL
                         const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1));
                         const bn_size tok = t0 + (bn_size)(8 * j + 2 * t + (i & 1));
                         if (row < out && tok < tokens) {
+                            if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
+                                part[(p * tokens + tok) * out + row] = cv[i];
+                                continue;
+                            }
 #if MMA_SIGNED
                             const int sum = cv[i];
 #else
@@ -433,6 +496,24 @@ MMA_UNROLL
                     }
                 }
     }
+}
+
+/* The k parts of bl_gemm_mma added in order (one work-item per output), then
+ * its epilogue: part[p][token][row], kp parts. */
+__kernel void bl_mma_sum(__global const int *part, const int kp, __global const float *xs, __global const float *d,
+                         const int per_row, __global const float *bias, const int has_bias, const int act,
+                         __global float *y, const bn_size out, const bn_size tokens, const long perturb,
+                         __global const int *xsum)
+{
+    const bn_size i = get_global_id(0), n = out * tokens;
+    if (i >= n) return;
+    const bn_size tok = i / out, row = i - tok * out;
+    int sum = 0;
+    for (int q = 0; q < kp; q++) sum += part[(bn_size)q * n + i];
+#if !MMA_SIGNED
+    sum -= xsum[tok];
+#endif
+    bl_store(y, i, bl_scale(sum, per_row ? d[row] : d[0], xs[tok]), bias, has_bias, row, act, perturb);
 }
 #endif /* __NV_CL_C_VERSION || MMA_EMULATE */
 

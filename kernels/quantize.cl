@@ -559,9 +559,14 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
  * alternating the two (2026-11-25): 16384x16384 40.4 us against 45.0 at
  * 1 token, 49.3 against 56.0 at 8; 4096x14336 22.8 against 25.5 at 1 token,
  * 93.5 against 101.8 at 64.  With one float load per item in flight it was
- * slower than the two passes at one token (49.2 against 45.2 us). */
+ * slower than the two passes at one token (49.2 against 45.2 us).
+ * Rows of up to 4 * Q_J4 * Q_RWG floats (a multiple of 4) are read once,
+ * into registers, with every load in flight at once (q_acts_reg). */
 #ifndef Q_RWG
 #define Q_RWG 256
+#endif
+#ifndef Q_J4
+#define Q_J4 16
 #endif
 
 /* The sum of every work-item's v over a work-group of n items (a power of
@@ -584,6 +589,54 @@ inline uint q_amax4(float4 v)
     return max(max(u.x, u.y), max(u.z, u.w));
 }
 
+/* q_acts_rows for a row that fits the registers: item lid holds float4s
+ * lid, lid + Q_RWG, ... (all loads issued before the first use); the same
+ * codes, scale, sum and flag as the two-pass loop. */
+inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, __global char *qr, __global float *s,
+                       __global int *sum, __global uint *flag, __local uint *red, uint lid)
+{
+    __global const float4 *x4 = (__global const float4 *)xr;
+    const bn_size n4 = cols / 4;
+    float4 v[Q_J4];
+    uint m = 0;
+#pragma unroll
+    for (int j = 0; j < Q_J4; j++) {
+        const bn_size c = lid + (bn_size)j * Q_RWG;
+        v[j] = c < n4 ? x4[c] : (float4)(0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < Q_J4; j++) m = max(m, q_amax4(v[j]));
+    red[lid] = m;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint k = Q_RWG / 2; k > 0; k >>= 1) {
+        if (lid < k) red[lid] = max(red[lid], red[lid + k]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    m = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the sum below */
+    const int bad = m >= 0x7f800000u;
+    if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
+    const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));
+    __global char4 *q4 = (__global char4 *)qr; /* xstride is a multiple of 128: whole char4s */
+    const bn_size w4 = xstride / 4;
+    int acc = 0;
+#pragma unroll
+    for (int j = 0; j < Q_J4; j++) {
+        const bn_size c = lid + (bn_size)j * Q_RWG;
+        int4 iv = (int4)(0);
+        if (c < n4 && !bad) iv = convert_int4(clamp(rint(v[j] * sc), -128.0f, 127.0f));
+        if (c < w4) q4[c] = convert_char4(iv);
+        acc += iv.x + iv.y + iv.z + iv.w;
+    }
+    for (bn_size c = lid + (bn_size)Q_J4 * Q_RWG; c < w4; c += Q_RWG) q4[c] = (char4)(0); /* padding */
+    const int total = q_group_isum((__local int *)red, lid, Q_RWG, acc);
+    if (lid == 0) {
+        *sum = total;
+        *s = sc;
+        *flag = bad ? 1u : 0u;
+    }
+}
+
 __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride, __global char *q,
                           __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
 {
@@ -595,6 +648,10 @@ __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride
      * item: one item's loads one after the other took longer than the
      * product at one token */
     const int vec = (cols & 3) == 0;
+    if (vec && cols / 4 <= (bn_size)(Q_J4 * Q_RWG)) {
+        q_acts_reg(xr, cols, xstride, q + t * xstride, s + t, sum + t, flag + flag_off + t, red, lid);
+        return;
+    }
     uint m0 = 0, m1 = 0, m2 = 0, m3 = 0;
     if (vec) {
         __global const float4 *x4 = (__global const float4 *)xr;

@@ -8,13 +8,21 @@
  * Launch geometry comes from the kernel's tunables, chosen here from the
  * shape unless BITNET_MMA_OPTS names them (see bitlinear.c for the env vars):
  *   MMA_NT  tokens per pass: the token count rounded up to 8, at most 64
- *           (more tokens: equal passes)
+ *           (more tokens: equal passes, one per work-group along dim 2)
+ *   MMA_WM  warps along rows (4)     MMA_WK  warps splitting k (1)
  *   MMA_MT  16-row tiles per warp (2)     MMA_KB  blocks per chunk (4)
- *   MMA_WM  warps along rows (4), MMA_WK warps splitting k (2).  While the
- *           work-groups (16 * MMA_MT * MMA_WM rows each) would not cover the
- *           compute units: WM halved and WK doubled (KB >= 2 WK) where local
- *           memory allows, else MT halved.
- */
+ *   MMA_PF, MMA_XPF  weights, activations loaded a chunk ahead (0, 0)
+ *   MMA_KP  (host only) k parts over work-groups: by default as many as
+ *           give MMA_FILL work-groups per compute unit (mma_parts); their
+ *           integer sums go to a scratch and bl_mma_sum adds them in order.
+ * Chosen on an H200 (tests/device/mma-sweep.sh, kernel medians, one call,
+ * 2026-11-26): with k parts, 4 warps of 2 tiles and no k split inside the
+ * work-group took 64 tokens of 4096x14336 in 49.0 us (the earlier
+ * geometry, which halved the row tiles and split k inside the work-group
+ * until the work-groups covered the compute units: 94.5 us), 16384x16384
+ * in 110 us (141), 4096x4096 in 37.2 (41.2); at 8 and 16 tokens the
+ * settings tried were within 10% of each other.
+ */ */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
 
@@ -26,6 +34,7 @@
 
 #define MMA_MIN_TOKENS 8
 #define MMA_MAX_NT 64
+#define MMA_MAX_GRID 65535 /* work-groups along dimensions 1 and 2 (NVIDIA's limit) */
 
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens)
 {
@@ -43,7 +52,7 @@ int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, u
 }
 
 typedef struct {
-    long wm, wk, mt, nt, kb;
+    long wm, wk, mt, nt, kb, pf, xpf, kp; /* kp: host only (k parts over work-groups) */
 } mma_geom;
 
 /* Local memory of the kernel (bytes), as it declares it. */
@@ -55,37 +64,42 @@ static uint64_t mma_local_bytes(const mma_geom *gm, int emulate)
     return words / 4 * 16 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)(gm->wm * gm->wk) : 0);
 }
 
-/* The shape's defaults (see the file header). */
-static void mma_defaults(mma_geom *gm, const bn_ocl_caps *caps, uint64_t out, uint64_t tokens, int emulate)
+/* The shape's defaults (see the file header); kp 0: chosen at launch. */
+static void mma_defaults(mma_geom *gm, uint64_t tokens)
 {
     const uint64_t passes = (tokens + MMA_MAX_NT - 1) / MMA_MAX_NT;
     const uint64_t per = (tokens + passes - 1) / passes;
-    *gm = (mma_geom){.wm = 4, .wk = 2, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 4};
-    /* too few work-groups for the compute units: fewer rows each */
-    while ((out + (uint64_t)(16 * gm->mt * gm->wm) - 1) / (uint64_t)(16 * gm->mt * gm->wm) < (uint64_t)caps->compute_units) {
-        mma_geom next = *gm;
-        if (gm->wm > 1) {
-            next.wm /= 2;
-            next.wk *= 2;
-            if (next.kb < 2 * next.wk) next.kb = 2 * next.wk;
-        }
-        if (gm->wm == 1 || (caps->local_mem && mma_local_bytes(&next, emulate) > caps->local_mem)) {
-            if (gm->mt == 1) break;
-            next = *gm;
-            next.mt /= 2;
-        }
-        *gm = next;
-    }
+    *gm = (mma_geom){.wm = 4, .wk = 1, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 4, .pf = 0, .xpf = 0, .kp = 0};
 }
 
 static const struct {
     const char *name;
     size_t off;
+    int host_only; /* read from BITNET_MMA_OPTS, never on the build line */
 } mma_opts[] = {
-    {"MMA_WM", offsetof(mma_geom, wm)}, {"MMA_WK", offsetof(mma_geom, wk)}, {"MMA_MT", offsetof(mma_geom, mt)},
-    {"MMA_NT", offsetof(mma_geom, nt)}, {"MMA_KB", offsetof(mma_geom, kb)},
+    {"MMA_WM", offsetof(mma_geom, wm), 0}, {"MMA_WK", offsetof(mma_geom, wk), 0},
+    {"MMA_MT", offsetof(mma_geom, mt), 0}, {"MMA_NT", offsetof(mma_geom, nt), 0},
+    {"MMA_KB", offsetof(mma_geom, kb), 0}, {"MMA_PF", offsetof(mma_geom, pf), 0},
+    {"MMA_XPF", offsetof(mma_geom, xpf), 0},
+    {"MMA_KP", offsetof(mma_geom, kp), 1},
 };
 #define N_MMA_OPTS (sizeof mma_opts / sizeof mma_opts[0])
+
+/* k parts: enough work-groups for MMA_FILL per compute unit, each part at
+ * least MMA_MIN_CHUNKS chunks, the parts' sums at most MMA_PART_BYTES. */
+#define MMA_FILL 2
+#define MMA_MIN_CHUNKS 2
+#define MMA_PART_BYTES ((uint64_t)64 << 20)
+static uint64_t mma_parts(const mma_geom *gm, const bn_ocl_caps *caps, uint64_t groups, uint64_t chunks,
+                          uint64_t plane_bytes)
+{
+    const uint64_t want = (uint64_t)MMA_FILL * (caps->compute_units ? caps->compute_units : 1);
+    uint64_t kp = groups >= want ? 1 : (want + groups - 1) / groups;
+    if (kp > chunks / MMA_MIN_CHUNKS) kp = chunks / MMA_MIN_CHUNKS;
+    while (kp > 1 && kp > MMA_PART_BYTES / plane_bytes) kp--;
+    (void)gm;
+    return kp ? kp : 1;
+}
 
 bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                    cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
@@ -96,7 +110,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     const char *eopts = getenv("BITNET_MMA_OPTS");
     if (!eopts) eopts = "";
     mma_geom gm;
-    mma_defaults(&gm, caps, w->out, io->tokens, emulate);
+    mma_defaults(&gm, io->tokens);
 
     /* the tunables: BITNET_MMA_OPTS where it names them, else ours on the command line */
     char opts[768];
@@ -105,36 +119,67 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
         long *v = (long *)((char *)&gm + mma_opts[i].off);
         int found = 0;
         *v = bn_ocl_opt_value(eopts, mma_opts[i].name, *v, &found);
-        if (!found) len += snprintf(opts + len, sizeof opts - (size_t)len, " -D%s=%ld", mma_opts[i].name, *v);
+        if (!found && !mma_opts[i].host_only)
+            len += snprintf(opts + len, sizeof opts - (size_t)len, " -D%s=%ld", mma_opts[i].name, *v);
     }
     if (len >= 0 && (size_t)len < sizeof opts) len += snprintf(opts + len, sizeof opts - (size_t)len, " %s", eopts);
     if (len < 0 || (size_t)len >= sizeof opts) return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_MMA_OPTS too long");
 
     const long nw = gm.wm * gm.wk;
     if (gm.nt < 8 || gm.nt % 8 || gm.nt > 1024 || gm.kb < 2 || gm.kb % 2 || gm.kb > 256 || gm.wm < 1 || gm.wk < 1 ||
-        gm.mt < 1 || gm.mt > 16 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg))
+        gm.mt < 1 || gm.mt > 16 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || gm.pf < 0 ||
+        gm.pf > 1 || gm.xpf < 0 || gm.xpf > 1 || gm.kp < 0 || gm.kp > MMA_MAX_GRID)
         return bn_fail(BITNET_E_INVALID,
                        "bitlinear: mma tunables out of range (MMA_NT %ld: a multiple of 8; MMA_KB %ld: even; "
-                       "MMA_WM %ld x MMA_WK %ld warps: 32 work-items each, at most %zu; MMA_MT %ld: 1..16)",
-                       gm.nt, gm.kb, gm.wm, gm.wk, caps->max_wg, gm.mt);
+                       "MMA_WM %ld x MMA_WK %ld warps: 32 work-items each, at most %zu; MMA_MT %ld: 1..16; "
+                       "MMA_PF %ld, MMA_XPF %ld: 0 or 1; MMA_KP %ld: 0 (chosen) to %d)",
+                       gm.nt, gm.kb, gm.wm, gm.wk, caps->max_wg, gm.mt, gm.pf, gm.xpf, gm.kp, MMA_MAX_GRID);
     const uint64_t lbytes = mma_local_bytes(&gm, emulate);
     if (caps->local_mem && lbytes > caps->local_mem)
         return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
                        (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
 
-    cl_kernel k;
+    /* the grid: row tiles (0) x k parts (1) x token passes (2, the kernel
+     * loops past MMA_MAX_GRID) */
+    const uint64_t T = io->tokens, out = w->out;
+    const uint64_t mr = (uint64_t)(16 * gm.mt * gm.wm), nrt = (out + mr - 1) / mr;
+    uint64_t tb = (T + (uint64_t)gm.nt - 1) / (uint64_t)gm.nt;
+    if (tb > MMA_MAX_GRID) tb = MMA_MAX_GRID;
+    const uint64_t nsc = (uint64_t)gm.kb / 2, nsb = ((uint64_t)nblocks + 1) / 2, chunks = (nsb + nsc - 1) / nsc;
+    const uint64_t plane = T * out; /* fits: it is the float output's element count */
+    uint64_t kp = gm.kp ? (uint64_t)gm.kp : mma_parts(&gm, caps, nrt * tb, chunks, plane * sizeof(cl_int));
+    const uint64_t spp = (chunks + kp - 1) / kp * nsc; /* super-blocks per part, whole chunks */
+    kp = spp ? (nsb + spp - 1) / spp : 1;             /* no empty parts */
+    if (kp < 1) kp = 1;
+    if (nrt > SIZE_MAX / 32 || kp > SIZE_MAX / (size_t)nw || (kp > 1 && plane > SIZE_MAX / sizeof(cl_int) / kp))
+        return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
+
+    cl_kernel k, ks = NULL;
     bitnet_status st = bn_ocl_kernel(o, "bitlinear", "bl_gemm_mma", opts, &k);
     if (st) return st;
+    if (kp > 1 && (st = bn_ocl_kernel(o, "bitlinear", "bl_mma_sum", opts, &ks))) return st;
+    bn_ocl_arg ap = {0};
+    if (kp > 1 && (st = bn_ocl_scratch(o, (size_t)(kp * plane) * sizeof(cl_int), &ap))) return st;
+    cl_mem bp = kp > 1 ? ap.m : by; /* unused with one part */
     const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
-    const cl_ulong c_out = w->out, c_tok = io->tokens, c_nblocks = nblocks, c_xstride = xstride;
+    const cl_ulong c_out = out, c_tok = T, c_nblocks = nblocks, c_xstride = xstride, c_spp = spp;
     const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
-    st = bn_ocl_args(o, k, 15, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof per_row, &per_row,
+    st = bn_ocl_args(o, k, 17, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof per_row, &per_row,
                      sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by, sizeof c_out, &c_out,
                      sizeof c_tok, &c_tok, sizeof c_nblocks, &c_nblocks, sizeof c_xstride, &c_xstride, sizeof perturb,
-                     &perturb, sizeof bsum, &bsum);
-    if (st) return st;
-    const uint64_t mr = (uint64_t)(16 * gm.mt * gm.wm), nwg = (w->out + mr - 1) / mr;
-    if (nwg > SIZE_MAX / (size_t)nw) return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
-    const size_t local[2] = {32, (size_t)nw}, global[2] = {32, (size_t)nwg * (size_t)nw};
-    return bn_ocl_run(o, k, 2, global, local, "bitlinear");
+                     &perturb, sizeof bsum, &bsum, sizeof bp, &bp, sizeof c_spp, &c_spp);
+    const size_t local[3] = {32, (size_t)nw, 1}, global[3] = {32 * (size_t)nrt, (size_t)nw * (size_t)kp, (size_t)tb};
+    if (!st) st = bn_ocl_run(o, k, 3, global, local, "bitlinear");
+    if (!st && kp > 1) {
+        const cl_int c_kp = (cl_int)kp;
+        size_t sl = 256;
+        while (caps->max_wg && sl > caps->max_wg) sl /= 2;
+        const size_t sg = ((size_t)plane + sl - 1) / sl * sl;
+        st = bn_ocl_args(o, ks, 13, sizeof bp, &bp, sizeof c_kp, &c_kp, sizeof bs, &bs, sizeof bd, &bd,
+                         sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
+                         sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof perturb, &perturb,
+                         sizeof bsum, &bsum);
+        if (!st) st = bn_ocl_run(o, ks, 1, &sg, &sl, "bitlinear");
+    }
+    return bn_ocl_done(o, &ap, st);
 }

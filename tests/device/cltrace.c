@@ -7,6 +7,10 @@
  *
  *   cc -O2 -shared -fPIC -o cltrace.so tests/device/cltrace.c -ldl
  *   CLTRACE=/tmp/t.txt LD_PRELOAD=./cltrace.so bitnet-bench ...
+ *
+ * CLTRACE_KTIME=1 also gives each kernel's device time by name (count, mean,
+ * min, total): every queue is made with profiling and every launch gets an
+ * event (the first KT_MAX launches), which changes the host-side costs.
  */
 #define _GNU_SOURCE
 #define CL_TARGET_OPENCL_VERSION 120
@@ -67,10 +71,84 @@ static void rec(int f, double t0, size_t bytes, int blocking)
         return r;                                               \
     }
 
-WRAP(cl_int, clEnqueueNDRangeKernel, F_ND, 0, e != NULL,
-     (cl_command_queue q, cl_kernel k, cl_uint d, const size_t *o, const size_t *g, const size_t *l, cl_uint n,
-      const cl_event *w, cl_event *e),
-     (q, k, d, o, g, l, n, w, e))
+/* CLTRACE_KTIME: launches with their events, read at exit */
+#define KT_MAX 100000
+static struct { cl_kernel k; cl_event e; } kt[KT_MAX];
+static unsigned long nkt;
+static int ktime = -1;
+static int ktime_on(void)
+{
+    if (ktime < 0) {
+        const char *v = getenv("CLTRACE_KTIME");
+        ktime = v && *v && *v != '0';
+    }
+    return ktime;
+}
+
+cl_int clEnqueueNDRangeKernel(cl_command_queue q, cl_kernel k, cl_uint d, const size_t *o, const size_t *g,
+                              const size_t *l, cl_uint n, const cl_event *w, cl_event *e)
+{
+    static __typeof__(clEnqueueNDRangeKernel) *real;
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "clEnqueueNDRangeKernel");
+    const double t0 = now_us();
+    cl_event mine = NULL;
+    const int keep = ktime_on() && nkt < KT_MAX;
+    cl_int r = real(q, k, d, o, g, l, n, w, e ? e : keep ? &mine : NULL);
+    rec(F_ND, t0, 0, e != NULL);
+    if (keep && r == CL_SUCCESS) {
+        kt[nkt].k = k;
+        kt[nkt].e = e ? *e : mine;
+        if (e) clRetainEvent(*e);
+        clRetainKernel(k);
+        nkt++;
+    }
+    return r;
+}
+
+cl_command_queue clCreateCommandQueue(cl_context c, cl_device_id dv, cl_command_queue_properties p, cl_int *err)
+{
+    static __typeof__(clCreateCommandQueue) *real;
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "clCreateCommandQueue");
+    return real(c, dv, ktime_on() ? p | CL_QUEUE_PROFILING_ENABLE : p, err);
+}
+
+static void dump_ktime(FILE *f)
+{
+    if (!nkt) return;
+    struct { char name[64]; unsigned long n; double tot, min; } agg[64];
+    int na = 0;
+    unsigned long lost = 0;
+    for (unsigned long i = 0; i < nkt; i++) {
+        cl_ulong s0 = 0, s1 = 0;
+        char name[64] = "?";
+        clGetKernelInfo(kt[i].k, CL_KERNEL_FUNCTION_NAME, sizeof name, name, NULL);
+        if (clWaitForEvents(1, &kt[i].e) != CL_SUCCESS ||
+            clGetEventProfilingInfo(kt[i].e, CL_PROFILING_COMMAND_START, sizeof s0, &s0, NULL) != CL_SUCCESS ||
+            clGetEventProfilingInfo(kt[i].e, CL_PROFILING_COMMAND_END, sizeof s1, &s1, NULL) != CL_SUCCESS) {
+            lost++;
+            continue;
+        }
+        const double us = (double)(s1 - s0) / 1e3;
+        int a = 0;
+        while (a < na && strcmp(agg[a].name, name) != 0) a++;
+        if (a == na) {
+            if (na == 64) { lost++; continue; }
+            snprintf(agg[na].name, sizeof agg[na].name, "%s", name);
+            agg[na].n = 0;
+            agg[na].tot = 0;
+            agg[na].min = 1e300;
+            na++;
+        }
+        agg[a].n++;
+        agg[a].tot += us;
+        if (us < agg[a].min) agg[a].min = us;
+    }
+    fprintf(f, "# kernels (device time, us): name, count, mean, min, total%s\n", lost ? " (some not timed)" : "");
+    for (int a = 0; a < na; a++)
+        fprintf(f, "%-24s %8lu %10.2f %10.2f %12.1f\n", agg[a].name, agg[a].n, agg[a].tot / (double)agg[a].n,
+                agg[a].min, agg[a].tot);
+}
+
 WRAP(cl_int, clEnqueueWriteBuffer, F_WRITE, sz, b,
      (cl_command_queue q, cl_mem m, cl_bool b, size_t off, size_t sz, const void *p, cl_uint n, const cl_event *w,
       cl_event *e),
@@ -116,6 +194,7 @@ static void dump(void)
     const char *path = getenv("CLTRACE");
     FILE *f = path && *path ? fopen(path, "w") : stderr;
     if (!f) return;
+    dump_ktime(f);
     fprintf(f, "# totals: call, count, total us, mean us\n");
     for (int i = 0; i < F_NF; i++)
         if (cnt[i]) fprintf(f, "%-14s %10lu %12.1f %8.2f\n", names[i], cnt[i], tot[i], tot[i] / (double)cnt[i]);

@@ -259,6 +259,7 @@ static const shape3 quick_shapes[] = {
     {1, 1, 1}, {3, 5, 2}, {17, 64, 7}, {255, 5, 1}, {4097, 5, 2}, {4097, 64, 1}, {128, 1000, 7}, {255, 64, 64}, {384, 33, 9},
     {4097, 33, 9}, {8193, 3, 16}, {2049, 17, 64}, /* activations beyond 32 KiB: the column-chunked path */
     {255, 5, 513}, {17, 64, 513},                 /* tokens past 512: several token blocks and one left over */
+    {16384, 3, 2}, {16388, 3, 2}, /* float activations: the most q_acts_rows holds in registers, and one float4 more */
 };
 
 typedef struct { bitnet_scale_kind kind; uint32_t group; } skind;
@@ -536,6 +537,8 @@ static const char *const mma_opts[] = {
     "-DMMA_WM=2 -DMMA_WK=2 -DMMA_MT=2 -DMMA_NT=8 -DMMA_KB=2",             /* k split with an idle warp */
     "-DMMA_WM=1 -DMMA_WK=3 -DMMA_MT=1 -DMMA_NT=16 -DMMA_KB=6 -DMMA_SIGNED=1", /* 3-way k split, s8 */
     "-DMMA_WM=3 -DMMA_WK=1 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4",            /* 144 rows, 3 tiles a warp */
+    "-DMMA_WM=1 -DMMA_WK=2 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=2 -DMMA_KP=3 -DMMA_PF=1 -DMMA_XPF=1", /* 3 k parts, prefetch */
+    "-DMMA_WM=2 -DMMA_WK=1 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000 -DMMA_XPF=1", /* a part per chunk */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
 

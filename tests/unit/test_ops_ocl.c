@@ -168,7 +168,7 @@ static void test_ocl_norm(void **state)
 {
     (void)state;
     NEED_DEVICE();
-    static const uint64_t rc[][2] = {{1, 1}, {3, 17}, {17, 255}, {2, 4097}, {255, 3}};
+    static const uint64_t rc[][2] = {{1, 1}, {3, 17}, {17, 255}, {2, 4097}, {255, 3}, {3, 4096}}; /* 4096: the most held in registers */
     for (size_t t = 0; t < sizeof rc / sizeof rc[0]; t++) {
         uint64_t rows = rc[t][0], cols = rc[t][1], n = rows * cols;
         float *x = rand_floats(n, 130 + t), *w = rand_floats(cols, 140 + t), *b = rand_floats(cols, 150 + t);

@@ -538,6 +538,9 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 #ifndef NV_TT
 #define NV_TT 4 /* most tokens per pass over the weights */
 #endif
+#ifndef NV_PF
+#define NV_PF 0 /* nv4: 1 loads the next step's half blocks before this step's sums */
+#endif
 #ifndef NV_U
 #define NV_U 4 /* nv4: half blocks per lane in flight */
 #endif
@@ -849,11 +852,25 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
             int acc[NV_TT];
             for (int i = 0; i < NV_TT; i++) acc[i] = NV_TEST_V4;
             for (bn_size h0 = 0; h0 < nh; h0 += 32 * NV_U) {
+#if NV_PF
+                /* the next step's words (this row's next, or the next row's first) */
+                uint4 wn[NV_U];
+                {
+                    const int nxt = h0 + 32 * NV_U < nh;
+                    const bn_size nrow = nxt ? row : row + 1, nh0 = nxt ? h0 + 32 * NV_U : 0;
+                    const int nok = nrow < out && (nxt || r + 1 < rw);
+                    for (int u = 0; u < NV_U; u++) {
+                        const bn_size h = nh0 + (bn_size)(32 * u + lane);
+                        wn[u] = nok && h < nh ? w[nrow * nh + h] : (uint4)(0);
+                    }
+                }
+#else
                 if (r != 0 || h0 != 0)
                     for (int u = 0; u < NV_U; u++) {
                         const bn_size h = h0 + (bn_size)(32 * u + lane);
                         wv[u] = ok && h < nh ? wr[h] : (uint4)(0);
                     }
+#endif
                 for (int u = 0; u < NV_U; u++) {
                     const bn_size h = h0 + (bn_size)(32 * u + lane);
                     if (h >= nh) break;
@@ -863,6 +880,9 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                         acc[i] += bl_half_dotu(wv[u], BL_XL4(i, c), BL_XL4(i, c + 2), BL_XL4(i, c + 4), BL_XL4(i, c + 6));
                     }
                 }
+#if NV_PF
+                for (int u = 0; u < NV_U; u++) wv[u] = wn[u];
+#endif
             }
             for (int i = 0; i < NV_TT; i++) {
                 const int a = BL_WSUM(acc[i]);

@@ -22,7 +22,7 @@
  * until the work-groups covered the compute units: 94.5 us), 16384x16384
  * in 110 us (141), 4096x4096 in 37.2 (41.2); at 8 and 16 tokens the
  * settings tried were within 10% of each other.
- */ */
+ */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
 

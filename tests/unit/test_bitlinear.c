@@ -370,6 +370,8 @@ static const nvconf nvconfs[] = {
     {"4", "-DNV_WARPS=8 -DNV_U=4"}, /* the one-token default */
     {"4", "-DNV_WARPS=3 -DNV_RW=3 -DNV_U=1 -DNV_TT=8 -DNV_LMEM=4300"},
     {"4", "-DNV_WARPS=1 -DNV_RW=2 -DNV_U=3 -DNV_TT=5 -DNV_LMEM=1024"},
+    {"4", "-DNV_WARPS=3 -DNV_RW=3 -DNV_U=1 -DNV_TT=3 -DNV_PF=1"}, /* the next step's words first */
+    {"4", "-DNV_WARPS=8 -DNV_U=4 -DNV_PF=1"},
 };
 #define NNVCONF (sizeof nvconfs / sizeof nvconfs[0])
 

@@ -191,9 +191,6 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
  *   MMA_WM  warps along the rows of a work-group     MMA_MT  16-row tiles per warp
  *   MMA_WK  warps splitting k (summed at the end)    MMA_NT  tokens per pass (x8)
  *   MMA_KB  blocks (128 columns) staged per chunk (even)
- *   MMA_PF  1: a warp loads its weights of the next chunk before it works
- *           on this one (software pipelining through registers)
- *   MMA_XPF 1: likewise the activations it stages (stored after the chunk)
  * A work-group has 32 x MMA_WM*MMA_WK work-items and owns 16*MMA_MT*MMA_WM
  * rows (group id 0) of MMA_NT tokens (group id 2, looping past the grid);
  * each warp keeps MMA_MT * MMA_NT/8 accumulator tiles in registers.
@@ -221,12 +218,6 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
 #endif
 #ifndef MMA_SIGNED
 #define MMA_SIGNED 0
-#endif
-#ifndef MMA_PF
-#define MMA_PF 0
-#endif
-#ifndef MMA_XPF
-#define MMA_XPF 0
 #endif
 #ifndef MMA_TEST_BIAS
 #define MMA_TEST_BIAS 0 /* tests: every integer sum starts there */
@@ -396,31 +387,14 @@ MMA_UNROLL
 MMA_UNROLL
             for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(wk == 0 && p == 0 ? MMA_TEST_BIAS : 0);
         uint4 aw[MMA_NSCW][MMA_MT][2];
-#if MMA_PF
-        MMA_LOAD_W(aw, cbeg)
-#endif
         uint4 xv[MMA_SPT]; /* this item's share of a chunk's activations */
-#if MMA_XPF
-        MMA_LOAD_X(xv, cbeg)
-#endif
         for (bn_size c0 = cbeg; c0 < cend; c0 += MMA_NSC) { /* chunk: super-blocks c0.. */
-            /* this warp's code words of the chunk, loaded before the staging
-             * so that both are in flight together (MMA_PF: a chunk ahead) */
-            const bn_size cn = c0 + MMA_NSC < cend ? c0 + MMA_NSC : nsb; /* the next chunk (nsb: none) */
-#if MMA_PF
-            uint4 awn[MMA_NSCW][MMA_MT][2];
-            MMA_LOAD_W(awn, cn)
-#else
+            /* this warp's code words and this item's activations of the
+             * chunk, all loads in flight together */
             MMA_LOAD_W(aw, c0)
-#endif
-#if !MMA_XPF
             MMA_LOAD_X(xv, c0)
-#endif
             barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with xl */
             MMA_STORE_X(xv)
-#if MMA_XPF
-            MMA_LOAD_X(xv, cn) /* in flight while this chunk computes */
-#endif
             barrier(CLK_LOCAL_MEM_FENCE);
 MMA_UNROLL
             for (int u = 0; u < MMA_NSCW; u++) { /* uniform: every warp runs every step */
@@ -445,15 +419,6 @@ MMA_UNROLL
                     }
                 }
             }
-#if MMA_PF
-MMA_UNROLL
-            for (int u = 0; u < MMA_NSCW; u++)
-MMA_UNROLL
-                for (int m = 0; m < MMA_MT; m++) {
-                    aw[u][m][0] = awn[u][m][0];
-                    aw[u][m][1] = awn[u][m][1];
-                }
-#endif
         }
 #if MMA_WK > 1
         /* the k-split warps add theirs into split 0, one split at a time */
@@ -537,9 +502,6 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 #endif
 #ifndef NV_TT
 #define NV_TT 4 /* most tokens per pass over the weights */
-#endif
-#ifndef NV_PF
-#define NV_PF 0 /* nv4: 1 loads the next step's half blocks before this step's sums */
 #endif
 #ifndef NV_U
 #define NV_U 4 /* nv4: half blocks per lane in flight */
@@ -852,25 +814,11 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
             int acc[NV_TT];
             for (int i = 0; i < NV_TT; i++) acc[i] = NV_TEST_V4;
             for (bn_size h0 = 0; h0 < nh; h0 += 32 * NV_U) {
-#if NV_PF
-                /* the next step's words (this row's next, or the next row's first) */
-                uint4 wn[NV_U];
-                {
-                    const int nxt = h0 + 32 * NV_U < nh;
-                    const bn_size nrow = nxt ? row : row + 1, nh0 = nxt ? h0 + 32 * NV_U : 0;
-                    const int nok = nrow < out && (nxt || r + 1 < rw);
-                    for (int u = 0; u < NV_U; u++) {
-                        const bn_size h = nh0 + (bn_size)(32 * u + lane);
-                        wn[u] = nok && h < nh ? w[nrow * nh + h] : (uint4)(0);
-                    }
-                }
-#else
                 if (r != 0 || h0 != 0)
                     for (int u = 0; u < NV_U; u++) {
                         const bn_size h = h0 + (bn_size)(32 * u + lane);
                         wv[u] = ok && h < nh ? wr[h] : (uint4)(0);
                     }
-#endif
                 for (int u = 0; u < NV_U; u++) {
                     const bn_size h = h0 + (bn_size)(32 * u + lane);
                     if (h >= nh) break;
@@ -880,9 +828,6 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                         acc[i] += bl_half_dotu(wv[u], BL_XL4(i, c), BL_XL4(i, c + 2), BL_XL4(i, c + 4), BL_XL4(i, c + 6));
                     }
                 }
-#if NV_PF
-                for (int u = 0; u < NV_U; u++) wv[u] = wn[u];
-#endif
             }
             for (int i = 0; i < NV_TT; i++) {
                 const int a = BL_WSUM(acc[i]);

@@ -7,21 +7,29 @@
  *
  * Launch geometry comes from the kernel's tunables, chosen here from the
  * shape unless BITNET_MMA_OPTS names them (see bitlinear.c for the env vars):
- *   MMA_NT  tokens per pass: the token count rounded up to 8, at most 64
+ *   MMA_NT  tokens per pass: the token count rounded up to 8, at most 32
  *           (more tokens: equal passes, one per work-group along dim 2)
  *   MMA_WM  warps along rows (4)     MMA_WK  warps splitting k (1)
  *   MMA_MT  16-row tiles per warp (2)     MMA_KB  blocks per chunk (4)
- *   MMA_PF, MMA_XPF  weights, activations loaded a chunk ahead (0, 0)
  *   MMA_KP  (host only) k parts over work-groups: by default as many as
  *           give MMA_FILL work-groups per compute unit (mma_parts); their
  *           integer sums go to a scratch and bl_mma_sum adds them in order.
- * Chosen on an H200 (tests/device/mma-sweep.sh, kernel medians, one call,
- * 2026-11-26): with k parts, 4 warps of 2 tiles and no k split inside the
- * work-group took 64 tokens of 4096x14336 in 49.0 us (the earlier
- * geometry, which halved the row tiles and split k inside the work-group
- * until the work-groups covered the compute units: 94.5 us), 16384x16384
- * in 110 us (141), 4096x4096 in 37.2 (41.2); at 8 and 16 tokens the
- * settings tried were within 10% of each other.
+ * Chosen on an H200 (tests/device/mma-sweep.sh, kernel medians, 2026-11-26):
+ * - k parts with 4 warps of 2 tiles and no k split inside the work-group:
+ *   64 tokens of 4096x14336 in 49.0 us, where the earlier geometry (row
+ *   tiles halved and k split inside the work-group until the work-groups
+ *   covered the compute units, no k parts) took 94.5 us; 16384x16384 110
+ *   against 141 us, 4096x4096 37.2 against 41.2 (one call).
+ * - a chunk's staging loads issued all at once (they were loaded and stored
+ *   one at a time): 4096x14336 at 64 tokens 42.9 us, at 512 tokens 179
+ *   against 265 (the next call).
+ * - 32 tokens a pass against 64, at 64 tokens: 27.1 against 34.1 us
+ *   (4096x4096), 40.8 / 42.9 (4096x14336), 59.1 / 62.8 (14336x4096),
+ *   137 / 141 (16384x16384), same call.
+ * Tried in the same calls and not kept: loading the next chunk's weights,
+ * or activations, or both, into registers before this chunk's products
+ * (64 tokens: 4-35% slower; 8 tokens: within 5%); 8 warps a work-group,
+ * 1 tile a warp, 2 warps splitting k (within 10%, slower at 64 tokens).
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
@@ -33,7 +41,7 @@
 #include <string.h>
 
 #define MMA_MIN_TOKENS 8
-#define MMA_MAX_NT 64
+#define MMA_MAX_NT 32
 #define MMA_MAX_GRID 65535 /* work-groups along dimensions 1 and 2 (NVIDIA's limit) */
 
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens)
@@ -52,7 +60,7 @@ int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, u
 }
 
 typedef struct {
-    long wm, wk, mt, nt, kb, pf, xpf, kp; /* kp: host only (k parts over work-groups) */
+    long wm, wk, mt, nt, kb, kp; /* kp: host only (k parts over work-groups) */
 } mma_geom;
 
 /* Local memory of the kernel (bytes), as it declares it. */
@@ -69,7 +77,7 @@ static void mma_defaults(mma_geom *gm, uint64_t tokens)
 {
     const uint64_t passes = (tokens + MMA_MAX_NT - 1) / MMA_MAX_NT;
     const uint64_t per = (tokens + passes - 1) / passes;
-    *gm = (mma_geom){.wm = 4, .wk = 1, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 4, .pf = 0, .xpf = 0, .kp = 0};
+    *gm = (mma_geom){.wm = 4, .wk = 1, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 4, .kp = 0};
 }
 
 static const struct {
@@ -79,8 +87,7 @@ static const struct {
 } mma_opts[] = {
     {"MMA_WM", offsetof(mma_geom, wm), 0}, {"MMA_WK", offsetof(mma_geom, wk), 0},
     {"MMA_MT", offsetof(mma_geom, mt), 0}, {"MMA_NT", offsetof(mma_geom, nt), 0},
-    {"MMA_KB", offsetof(mma_geom, kb), 0}, {"MMA_PF", offsetof(mma_geom, pf), 0},
-    {"MMA_XPF", offsetof(mma_geom, xpf), 0},
+    {"MMA_KB", offsetof(mma_geom, kb), 0},
     {"MMA_KP", offsetof(mma_geom, kp), 1},
 };
 #define N_MMA_OPTS (sizeof mma_opts / sizeof mma_opts[0])
@@ -127,13 +134,13 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
 
     const long nw = gm.wm * gm.wk;
     if (gm.nt < 8 || gm.nt % 8 || gm.nt > 1024 || gm.kb < 2 || gm.kb % 2 || gm.kb > 256 || gm.wm < 1 || gm.wk < 1 ||
-        gm.mt < 1 || gm.mt > 16 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || gm.pf < 0 ||
-        gm.pf > 1 || gm.xpf < 0 || gm.xpf > 1 || gm.kp < 0 || gm.kp > MMA_MAX_GRID)
+        gm.mt < 1 || gm.mt > 16 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || gm.kp < 0 ||
+        gm.kp > MMA_MAX_GRID)
         return bn_fail(BITNET_E_INVALID,
                        "bitlinear: mma tunables out of range (MMA_NT %ld: a multiple of 8; MMA_KB %ld: even; "
                        "MMA_WM %ld x MMA_WK %ld warps: 32 work-items each, at most %zu; MMA_MT %ld: 1..16; "
-                       "MMA_PF %ld, MMA_XPF %ld: 0 or 1; MMA_KP %ld: 0 (chosen) to %d)",
-                       gm.nt, gm.kb, gm.wm, gm.wk, caps->max_wg, gm.mt, gm.pf, gm.xpf, gm.kp, MMA_MAX_GRID);
+                       "MMA_KP %ld: 0 (chosen) to %d)",
+                       gm.nt, gm.kb, gm.wm, gm.wk, caps->max_wg, gm.mt, gm.kp, MMA_MAX_GRID);
     const uint64_t lbytes = mma_local_bytes(&gm, emulate);
     if (caps->local_mem && lbytes > caps->local_mem)
         return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",

@@ -26,15 +26,13 @@ SETS=(
     "dp4a"
     ""
     "-DMMA_KP=1"
-    "-DMMA_PF=1"
-    "-DMMA_WM=4 -DMMA_WK=1 -DMMA_MT=2 -DMMA_KB=4"
-    "-DMMA_WM=8 -DMMA_WK=1 -DMMA_MT=2 -DMMA_KB=4"
-    "-DMMA_WM=8 -DMMA_WK=1 -DMMA_MT=2 -DMMA_KB=4 -DMMA_PF=1"
+    "-DMMA_NT=64"
+    "-DMMA_WM=8"
+    "-DMMA_WM=2"
+    "-DMMA_MT=1"
+    "-DMMA_WK=2"
     "-DMMA_WM=4 -DMMA_WK=2 -DMMA_MT=4 -DMMA_KB=4"
-    "-DMMA_WM=4 -DMMA_WK=1 -DMMA_MT=2 -DMMA_KB=8 -DMMA_PF=1"
-    "-DMMA_WM=2 -DMMA_WK=4 -DMMA_MT=2 -DMMA_KB=8"
-    "-DMMA_WM=4 -DMMA_WK=2 -DMMA_MT=2 -DMMA_KB=4 -DMMA_NT=32"
-    "-DMMA_WM=4 -DMMA_WK=2 -DMMA_MT=1 -DMMA_KB=4"
+    "-DMMA_SIGNED=1"
 )
 sel=${ONLY:-$(seq 1 ${#SETS[@]})}
 

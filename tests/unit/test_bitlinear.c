@@ -370,8 +370,6 @@ static const nvconf nvconfs[] = {
     {"4", "-DNV_WARPS=8 -DNV_U=4"}, /* the one-token default */
     {"4", "-DNV_WARPS=3 -DNV_RW=3 -DNV_U=1 -DNV_TT=8 -DNV_LMEM=4300"},
     {"4", "-DNV_WARPS=1 -DNV_RW=2 -DNV_U=3 -DNV_TT=5 -DNV_LMEM=1024"},
-    {"4", "-DNV_WARPS=3 -DNV_RW=3 -DNV_U=1 -DNV_TT=3 -DNV_PF=1"}, /* the next step's words first */
-    {"4", "-DNV_WARPS=8 -DNV_U=4 -DNV_PF=1"},
 };
 #define NNVCONF (sizeof nvconfs / sizeof nvconfs[0])
 
@@ -539,8 +537,8 @@ static const char *const mma_opts[] = {
     "-DMMA_WM=2 -DMMA_WK=2 -DMMA_MT=2 -DMMA_NT=8 -DMMA_KB=2",             /* k split with an idle warp */
     "-DMMA_WM=1 -DMMA_WK=3 -DMMA_MT=1 -DMMA_NT=16 -DMMA_KB=6 -DMMA_SIGNED=1", /* 3-way k split, s8 */
     "-DMMA_WM=3 -DMMA_WK=1 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4",            /* 144 rows, 3 tiles a warp */
-    "-DMMA_WM=1 -DMMA_WK=2 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=2 -DMMA_KP=3 -DMMA_PF=1 -DMMA_XPF=1", /* 3 k parts, prefetch */
-    "-DMMA_WM=2 -DMMA_WK=1 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000 -DMMA_XPF=1", /* a part per chunk */
+    "-DMMA_WM=1 -DMMA_WK=2 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=2 -DMMA_KP=3", /* 3 k parts */
+    "-DMMA_WM=2 -DMMA_WK=1 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
 

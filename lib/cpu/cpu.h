@@ -1,5 +1,6 @@
 /*
- * cpu.h - the CPU backend (internal): thread pool, SIMD level, kernels.
+ * cpu.h - the CPU backend (internal): SIMD level, kernels (the thread pool
+ * is the shared helper threads.h).
  * Each kernel family has a scalar _ref (the public bitnet_*_ref) and fast
  * versions picked by the SIMD level found at run time.
  */
@@ -7,6 +8,7 @@
 #define BITNET_CPU_H
 
 #include "../backend.h"
+#include "../threads.h"
 
 /* amx: AVX-512 VNNI plus AMX INT8 tiles that the kernel let this process use. */
 typedef enum { BN_SIMD_SCALAR = 0, BN_SIMD_AVX2, BN_SIMD_AVX512, BN_SIMD_AVX512_VNNI, BN_SIMD_AMX } bn_simd;
@@ -15,15 +17,6 @@ bn_simd bn_cpu_simd(void);
 /* amx.c: nonzero when the CPU has AMX-INT8 and Linux granted the tile state. */
 int bn_amx_usable(void);
 
-/* Thread pool (pthreads).  fn(arg, begin, end) is called over [0, n) split
- * into contiguous ranges of at least `grain` items; runs inline when one
- * thread suffices.  Returns after all ranges are done. */
-typedef struct bn_pool bn_pool;
-typedef void (*bn_range_fn)(void *arg, uint64_t begin, uint64_t end);
-bitnet_status bn_pool_create(bn_pool **p, int threads);
-void bn_pool_free(bn_pool *p);
-int bn_pool_threads(const bn_pool *p);
-void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg);
 
 typedef struct {
     bn_pool *pool;

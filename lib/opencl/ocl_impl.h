@@ -78,6 +78,8 @@ struct bn_ocl {
     cl_command_queue aux; /* maps the staging buffers without waiting for the ops */
     bn_ocl_pin *pins;
     size_t npins, cappins, pinned_bytes;
+    struct bn_pool *copy_pool; /* threads of the staging copies (staging.c) */
+    int copy_pool_failed;
     /* failure flags of enqueued ops, read at the next wait (operand.c) */
     bn_ocl_check *checks;
     size_t nchecks, capchecks;

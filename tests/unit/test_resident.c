@@ -548,6 +548,44 @@ static void test_late_error(void **state)
     tmat_free(&m);
 }
 
+/* Large writes and reads go through pinned staging in pieces, each copied
+ * by several threads: sizes around the threaded-copy threshold (256 KiB)
+ * and past the largest piece (8 MiB), not multiples of the copy ranges
+ * (64 KiB), at an odd offset; every byte must arrive and nothing past the
+ * range may change. */
+static void test_big_transfers(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    static const size_t sizes[] = {(256u << 10) - 4, (256u << 10) + 4, (1u << 20) + 12, (9u << 20) + 20};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t n = sizes[k], off = 4 * 1001, all = n + 2 * off;
+        unsigned char *a = malloc(all), *b = malloc(all);
+        assert_non_null(a);
+        assert_non_null(b);
+        uint64_t r = 1234 + k;
+        for (size_t i = 0; i < all; i++) {
+            r = r * 6364136223846793005ull + 1442695040888963407ull;
+            a[i] = (unsigned char)(r >> 56);
+        }
+        bitnet_buffer *d = up(ocl, a, all);
+        /* rewrite the middle with other bytes, read all back */
+        for (size_t i = off; i < off + n; i++) a[i] ^= 0x5a;
+        assert_int_equal(bitnet_buffer_write(d, off, a + off, n), BITNET_OK);
+        memset(b, 0, all);
+        assert_int_equal(bitnet_buffer_read(d, 0, b, all), BITNET_OK);
+        assert_memory_equal(a, b, all);
+        /* and a read of the middle alone at the odd offset */
+        memset(b, 0, all);
+        assert_int_equal(bitnet_buffer_read(d, off, b + off, n), BITNET_OK);
+        assert_memory_equal(a + off, b + off, n);
+        for (size_t i = 0; i < off; i++) assert_int_equal(b[i], 0);
+        bitnet_buffer_free(d);
+        free(a);
+        free(b);
+    }
+}
+
 /* Device memory running out in the middle of a chain (the BitLinear's
  * scratch): --device opencl says so; auto falls back to the CPU with the
  * operands staged, the results right, and the chain goes on there. */
@@ -703,7 +741,7 @@ int main(void)
         cmocka_unit_test(test_tensor_ops),       cmocka_unit_test(test_quant_ops),
         cmocka_unit_test(test_bitlinear_matmul), cmocka_unit_test(test_offsets),
         cmocka_unit_test(test_chain),            cmocka_unit_test(test_read_waits_and_early_free),
-        cmocka_unit_test(test_late_error),       cmocka_unit_test(test_out_of_memory),
+        cmocka_unit_test(test_late_error),       cmocka_unit_test(test_big_transfers), cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -1,5 +1,5 @@
 /*
- * threads.c - the CPU thread pool: persistent pthread workers that split
+ * threads.c - the thread pool: persistent pthread workers that split
  * [0, n) into contiguous ranges.  The calling thread takes part, so a pool
  * of T threads has T-1 workers.  A call made while the pool is busy (another
  * thread, or a range function calling back in) runs inline instead of
@@ -13,10 +13,11 @@
  * variable.  Calls that follow each other closely (a decoder's layers) then
  * never sleep; a pool left idle costs at most BN_SPIN_US of CPU per call.
  */
-#include "cpu.h"
+#include "threads.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -202,4 +203,27 @@ void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, voi
     p->fn = NULL;
     pthread_mutex_unlock(&p->mu);
     pthread_mutex_unlock(&p->busy);
+}
+
+typedef struct {
+    char *dst;
+    const char *src;
+} bn_copy_job;
+
+static void copy_range(void *arg, uint64_t begin, uint64_t end)
+{
+    const bn_copy_job *j = arg;
+    memcpy(j->dst + begin, j->src + begin, (size_t)(end - begin));
+}
+
+void bn_parallel_memcpy(bn_pool *p, void *dst, const void *src, size_t n)
+{
+    /* ranges of at least 64 KiB: a few microseconds of copying, about what
+     * handing a range to a worker costs */
+    bn_copy_job j = {dst, src};
+    if (!p || n < (256u << 10)) {
+        if (n) memcpy(dst, src, n);
+        return;
+    }
+    bn_parallel_for(p, n, 64u << 10, copy_range, &j);
 }

@@ -1,0 +1,25 @@
+/*
+ * threads.h - the thread pool (pthreads), a helper beneath both backends:
+ * the CPU backend's kernels and the OpenCL backend's staging copies.
+ * fn(arg, begin, end) is called over [0, n) split into contiguous ranges of
+ * at least `grain` items; runs inline when one thread suffices.  Returns
+ * after all ranges are done.
+ */
+#ifndef BITNET_THREADS_H
+#define BITNET_THREADS_H
+
+#include "internal.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct bn_pool bn_pool;
+typedef void (*bn_range_fn)(void *arg, uint64_t begin, uint64_t end);
+bitnet_status bn_pool_create(bn_pool **p, int threads);
+void bn_pool_free(bn_pool *p);
+int bn_pool_threads(const bn_pool *p);
+void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg);
+/* memcpy of n bytes split over the pool's threads (p NULL: one thread). */
+void bn_parallel_memcpy(bn_pool *p, void *dst, const void *src, size_t n);
+
+#endif

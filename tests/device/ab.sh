@@ -9,13 +9,13 @@
 # on this build go in AB_ENV (e.g. AB_ENV="BITNET_CACHE=0"): each round
 # then runs this build with and without them; AB_NO_CPU=1 leaves out the
 # CPU cases (the CPU BitLinear alternates the two builds too), AB_NO_GPU=1
-# the GPU ones.  Markdown under $OUT.
+# the GPU ones, AB_NOCHECK=1 the reference checks.  Markdown under $OUT.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 D=.device
 ROUNDS=${ROUNDS:-2}
-common="--scale row --format md --min-time 0.2"
+common="--scale row --format md --min-time 0.2${AB_NOCHECK:+ --no-check}"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 lscpu | grep -E 'Model name|^CPU\(s\)' > "$OUT/cpu.txt"
 for t in "$D"/tests/test_*; do

@@ -301,41 +301,23 @@ inline void qg_add_exact(ulong *acc, uint u)
 
 inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
 
-/* BODY on the |w| bits u of each of the four floats of a4 (bits). */
-#define QG_BODY4(a4, BODY)                                 \
-    {                                                      \
-        const uint4 u4_ = (a4) & (uint4)0x7fffffffu;       \
-        uint u = u4_.x;                                    \
-        BODY;                                              \
-        u = u4_.y;                                         \
-        BODY;                                              \
-        u = u4_.z;                                         \
-        BODY;                                              \
-        u = u4_.w;                                         \
-        BODY;                                              \
-    }
-
-/* Runs BODY on each |w| bits u of the item's share of [b, e) (coalesced;
- * the sums it makes are exact, so the order is free). */
+/* Runs BODY on each |w| bits u of the item's share of [b, e) (coalesced). */
 #define QG_FOR_EACH(BODY)                                                                  \
     if (vec) {                                                                             \
         for (bn_size i = b + tid; i < b4 * 4 && i < e; i += seg) {                         \
             uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \
             BODY;                                                                          \
         }                                                                                  \
-        bn_size i4 = b4 + tid;                                                             \
-        for (; i4 + 3 * (bn_size)seg < e4; i4 += 4 * (bn_size)seg) { /* 4 loads in flight */ \
-            __global const float4 *p4 = (__global const float4 *)ws + i4;                  \
-            const uint4 a0 = as_uint4(p4[0]), a1 = as_uint4(p4[seg]);                      \
-            const uint4 a2 = as_uint4(p4[2 * seg]), a3 = as_uint4(p4[3 * seg]);            \
-            QG_BODY4(a0, BODY);                                                            \
-            QG_BODY4(a1, BODY);                                                            \
-            QG_BODY4(a2, BODY);                                                            \
-            QG_BODY4(a3, BODY);                                                            \
-        }                                                                                  \
-        for (; i4 < e4; i4 += seg) {                                                       \
-            const uint4 a0 = as_uint4(((__global const float4 *)ws)[i4]);                  \
-            QG_BODY4(a0, BODY);                                                            \
+        for (bn_size i = b4 + tid; i < e4; i += seg) {                                     \
+            const uint4 u4 = as_uint4(((__global const float4 *)ws)[i]) & (uint4)0x7fffffffu; \
+            uint u = u4.x;                                                                 \
+            BODY;                                                                          \
+            u = u4.y;                                                                      \
+            BODY;                                                                          \
+            u = u4.z;                                                                      \
+            BODY;                                                                          \
+            u = u4.w;                                                                      \
+            BODY;                                                                          \
         }                                                                                  \
         for (bn_size i = (e4 > b4 ? e4 : b4) * 4 + tid; i < e; i += seg) {                 \
             uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \

@@ -473,8 +473,15 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
     const bn_size i = get_global_id(0), n = out * tokens;
     if (i >= n) return;
     const bn_size tok = i / out, row = i - tok * out;
-    int sum = 0;
-    for (int q = 0; q < kp; q++) sum += part[(bn_size)q * n + i];
+    /* four parts' loads in flight at a time (one at a time, 64 tokens of
+     * 4096 rows in 7 parts took 9 us on an H200); integers: any order */
+    int sum = 0, q = 0;
+    for (; q + 4 <= kp; q += 4) {
+        __global const int *pq = part + (bn_size)q * n + i;
+        const int a = pq[0], b = pq[n], c = pq[2 * n], e = pq[3 * n];
+        sum += (a + b) + (c + e);
+    }
+    for (; q < kp; q++) sum += part[(bn_size)q * n + i];
 #if !MMA_SIGNED
     sum -= xsum[tok];
 #endif

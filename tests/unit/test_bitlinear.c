@@ -526,10 +526,11 @@ static void test_opencl_nv_emulated(void **state)
  * tokens (8, 9, 17, 64, 513: passes and tokens past the count), tensor and row
  * scales, through the tunables the host picks and through fixed ones (k split
  * over warps with and without idle warps, several row tiles per warp, s8
- * decoding, more rows per work-group than out), exactly against the _ref. */
+ * decoding, more rows per work-group than out, k parts over work-groups:
+ * 3, 17 and the host's), exactly against the _ref. */
 typedef struct { uint64_t in, out, tokens; int row, host; } mshape; /* host: also through the host's choice */
 static const mshape mma_shapes[] = {
-    {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 0},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
+    {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 1},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
     {4097, 64, 8, 1, 0}, {255, 1, 17, 0, 0}, {128, 1000, 64, 0, 1}, {4097, 17, 9, 1, 0}, {255, 17, 513, 1, 1},
 };
 static const char *const mma_opts[] = {
@@ -537,8 +538,8 @@ static const char *const mma_opts[] = {
     "-DMMA_WM=2 -DMMA_WK=2 -DMMA_MT=2 -DMMA_NT=8 -DMMA_KB=2",             /* k split with an idle warp */
     "-DMMA_WM=1 -DMMA_WK=3 -DMMA_MT=1 -DMMA_NT=16 -DMMA_KB=6 -DMMA_SIGNED=1", /* 3-way k split, s8 */
     "-DMMA_WM=3 -DMMA_WK=1 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4",            /* 144 rows, 3 tiles a warp */
+    "-DMMA_WM=2 -DMMA_WK=1 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk: 17 for in 4097 */
     "-DMMA_WM=1 -DMMA_WK=2 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=2 -DMMA_KP=3", /* 3 k parts */
-    "-DMMA_WM=2 -DMMA_WK=1 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
 

@@ -196,8 +196,7 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
  * each warp keeps MMA_MT * MMA_NT/8 accumulator tiles in registers.
  * Group id 1 splits k over work-groups (the host's MMA_KP parts of spp
  * super-blocks each, spp a multiple of a chunk): with more than one part each
- * writes its integer sums to part[p][token][row], counts itself in the
- * tile's counter, and the work-group that counts last adds the parts
+ * writes its integer sums to part[p][token][row] and bl_mma_sum adds them
  * (exact: integers) and applies the epilogue.
  * MMA_EMULATE (tests on any device): the mma in plain OpenCL C through local
  * memory with barriers, so every BL_MMA must be reached by the whole
@@ -344,29 +343,6 @@ inline void bl_mma_stage(__local uint *xl, int n, int sc, int q, uint4 v)
         }                                                                                                    \
     }
 
-/* Output i = tok * out + row of bl_gemm_mma's k parts (part[q][token][row],
- * kp of them, n = out * tokens each) added up (integers: any order, four
- * loads in flight), then the epilogue.  Read volatile: other work-groups
- * wrote them in this launch. */
-inline void bl_mma_finish(volatile __global const int *part, bn_size kp, bn_size n, bn_size i, bn_size tok, bn_size row,
-                          __global const float *xs, __global const float *d, int per_row,
-                          __global const float *bias, int has_bias, int act, __global float *y, long perturb,
-                          __global const int *xsum)
-{
-    int sum = 0;
-    bn_size q = 0;
-    for (; q + 4 <= kp; q += 4) {
-        volatile __global const int *pq = part + q * n + i;
-        const int a = pq[0], b = pq[n], c = pq[2 * n], e = pq[3 * n];
-        sum += (a + b) + (c + e);
-    }
-    for (; q < kp; q++) sum += part[q * n + i];
-#if !MMA_SIGNED
-    sum -= xsum[tok];
-#endif
-    bl_store(y, i, bl_scale(sum, per_row ? d[row] : d[0], xs[tok]), bias, has_bias, row, act, perturb);
-}
-
 /* Staging: a chunk's activations are MMA_SN uint4 loads (16 columns of a
  * token each), MMA_SPT per work-item, all issued before any is stored (a
  * loop that loaded and stored one at a time waited on each load). */
@@ -392,9 +368,8 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
                  __global const float *d, const int per_row, __global const float *bias, const int has_bias,
                  const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size nblocks,
                  const bn_size xstride, const long perturb, __global const int *xsum, __global int *part,
-                 const bn_size spp, volatile __global uint *cnt)
+                 const bn_size spp)
 {
-    __local int last_; /* this work-group wrote the tile's last part */
     __local uint4 xl4[(MMA_LWORDS + 3) / 4]; /* uint4: the k-split sums reuse it as int4 */
     __local uint *xl = (__local uint *)xl4;
     BL_MSCRATCH;
@@ -471,7 +446,7 @@ MMA_UNROLL
                         const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1));
                         const bn_size tok = t0 + (bn_size)(8 * j + 2 * t + (i & 1));
                         if (row < out && tok < tokens) {
-                            if (kp > 1) { /* this part's sums; the tile's last work-group finishes */
+                            if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
                                 part[(p * tokens + tok) * out + row] = cv[i];
                                 continue;
                             }
@@ -485,32 +460,33 @@ MMA_UNROLL
                         }
                     }
                 }
-        if (kp > 1) { /* uniform */
-            /* the tile's counter (one per row tile and token pass, zero
-             * between launches): the work-group that brings it to kp adds
-             * every part of the tile and puts it back to zero */
-            mem_fence(CLK_GLOBAL_MEM_FENCE); /* this group's parts, before its count */
-            barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-            if (lid == 0) {
-                const bn_size tile = get_group_id(0) + get_num_groups(0) * (t0 / MMA_NT);
-                last_ = atomic_inc(cnt + tile) == (uint)(kp - 1);
-                if (last_) atomic_xchg(cnt + tile, 0u);
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
-            if (last_) {
-                mem_fence(CLK_GLOBAL_MEM_FENCE);
-                const bn_size n = out * tokens, rt0 = get_group_id(0) * (bn_size)MMA_MR;
-                for (int e = lid; e < MMA_MR * MMA_NT; e += 32 * MMA_NW) {
-                    const bn_size row = rt0 + (bn_size)(e % MMA_MR), tok = t0 + (bn_size)(e / MMA_MR);
-                    if (row < out && tok < tokens)
-                        bl_mma_finish(part, kp, n, tok * out + row, tok, row, xs, d, per_row, bias, has_bias, act, y,
-                                      perturb, xsum);
-                }
-            }
-        }
     }
 }
 
+/* The k parts of bl_gemm_mma added in order (one work-item per output), then
+ * its epilogue: part[p][token][row], kp parts. */
+__kernel void bl_mma_sum(__global const int *part, const int kp, __global const float *xs, __global const float *d,
+                         const int per_row, __global const float *bias, const int has_bias, const int act,
+                         __global float *y, const bn_size out, const bn_size tokens, const long perturb,
+                         __global const int *xsum)
+{
+    const bn_size i = get_global_id(0), n = out * tokens;
+    if (i >= n) return;
+    const bn_size tok = i / out, row = i - tok * out;
+    /* four parts' loads in flight at a time (one at a time, 64 tokens of
+     * 4096 rows in 7 parts took 9 us on an H200); integers: any order */
+    int sum = 0, q = 0;
+    for (; q + 4 <= kp; q += 4) {
+        __global const int *pq = part + (bn_size)q * n + i;
+        const int a = pq[0], b = pq[n], c = pq[2 * n], e = pq[3 * n];
+        sum += (a + b) + (c + e);
+    }
+    for (; q < kp; q++) sum += part[(bn_size)q * n + i];
+#if !MMA_SIGNED
+    sum -= xsum[tok];
+#endif
+    bl_store(y, i, bl_scale(sum, per_row ? d[row] : d[0], xs[tok]), bias, has_bias, row, act, perturb);
+}
 #endif /* __NV_CL_C_VERSION || MMA_EMULATE */
 
 #if defined(__NV_CL_C_VERSION) || defined(NV_EMULATE)

@@ -13,8 +13,7 @@
  *   MMA_MT  16-row tiles per warp (2)     MMA_KB  blocks per chunk (4)
  *   MMA_KP  (host only) k parts over work-groups: by default as many as
  *           give MMA_FILL work-groups per compute unit (mma_parts); their
- *           integer sums go to a scratch, and the work-group that finishes a
- *           tile last (a counter per tile, bn_ocl_counters) adds them up.
+ *           integer sums go to a scratch and bl_mma_sum adds them in order.
  * Chosen on an H200 (tests/device/mma-sweep.sh, kernel medians, 2026-11-26):
  * - k parts with 4 warps of 2 tiles and no k split inside the work-group:
  *   64 tokens of 4096x14336 in 49.0 us, where the earlier geometry (row
@@ -44,7 +43,6 @@
 #define MMA_MIN_TOKENS 8
 #define MMA_MAX_NT 32
 #define MMA_MAX_GRID 65535 /* work-groups along dimensions 1 and 2 (NVIDIA's limit) */
-#define MMA_MAX_TILES (1u << 20) /* tile counters (row tiles x token passes) with k parts */
 
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens)
 {
@@ -157,31 +155,38 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     const uint64_t nsc = (uint64_t)gm.kb / 2, nsb = ((uint64_t)nblocks + 1) / 2, chunks = (nsb + nsc - 1) / nsc;
     const uint64_t plane = T * out; /* fits: it is the float output's element count */
     uint64_t kp = gm.kp ? (uint64_t)gm.kp : mma_parts(&gm, caps, nrt * tb, chunks, plane * sizeof(cl_int));
-    const uint64_t passes = (T + (uint64_t)gm.nt - 1) / (uint64_t)gm.nt;
-    if (nrt > MMA_MAX_TILES / passes) kp = 1; /* a counter per tile and pass: past the cap, no k parts */
     const uint64_t spp = (chunks + kp - 1) / kp * nsc; /* super-blocks per part, whole chunks */
     kp = spp ? (nsb + spp - 1) / spp : 1;             /* no empty parts */
     if (kp < 1) kp = 1;
     if (nrt > SIZE_MAX / 32 || kp > SIZE_MAX / (size_t)nw || (kp > 1 && plane > SIZE_MAX / sizeof(cl_int) / kp))
         return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
 
-    cl_kernel k;
+    cl_kernel k, ks = NULL;
     bitnet_status st = bn_ocl_kernel(o, "bitlinear", "bl_gemm_mma", opts, &k);
     if (st) return st;
+    if (kp > 1 && (st = bn_ocl_kernel(o, "bitlinear", "bl_mma_sum", opts, &ks))) return st;
     bn_ocl_arg ap = {0};
-    cl_mem bcnt = NULL;
-    if (kp > 1 && ((st = bn_ocl_scratch(o, (size_t)(kp * plane) * sizeof(cl_int), &ap)) ||
-                   (st = bn_ocl_counters(o, (size_t)(nrt * passes), &bcnt))))
-        return bn_ocl_done(o, &ap, st);
-    cl_mem bp = kp > 1 ? ap.m : by, bc = kp > 1 ? bcnt : by; /* unused with one part */
+    if (kp > 1 && (st = bn_ocl_scratch(o, (size_t)(kp * plane) * sizeof(cl_int), &ap))) return st;
+    cl_mem bp = kp > 1 ? ap.m : by; /* unused with one part */
     const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
     const cl_ulong c_out = out, c_tok = T, c_nblocks = nblocks, c_xstride = xstride, c_spp = spp;
     const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
-    st = bn_ocl_args(o, k, 18, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof per_row, &per_row,
+    st = bn_ocl_args(o, k, 17, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof per_row, &per_row,
                      sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by, sizeof c_out, &c_out,
                      sizeof c_tok, &c_tok, sizeof c_nblocks, &c_nblocks, sizeof c_xstride, &c_xstride, sizeof perturb,
-                     &perturb, sizeof bsum, &bsum, sizeof bp, &bp, sizeof c_spp, &c_spp, sizeof bc, &bc);
+                     &perturb, sizeof bsum, &bsum, sizeof bp, &bp, sizeof c_spp, &c_spp);
     const size_t local[3] = {32, (size_t)nw, 1}, global[3] = {32 * (size_t)nrt, (size_t)nw * (size_t)kp, (size_t)tb};
     if (!st) st = bn_ocl_run(o, k, 3, global, local, "bitlinear");
+    if (!st && kp > 1) {
+        const cl_int c_kp = (cl_int)kp;
+        size_t sl = 256;
+        while (caps->max_wg && sl > caps->max_wg) sl /= 2;
+        const size_t sg = ((size_t)plane + sl - 1) / sl * sl;
+        st = bn_ocl_args(o, ks, 13, sizeof bp, &bp, sizeof c_kp, &c_kp, sizeof bs, &bs, sizeof bd, &bd,
+                         sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
+                         sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof perturb, &perturb,
+                         sizeof bsum, &bsum);
+        if (!st) st = bn_ocl_run(o, ks, 1, &sg, &sl, "bitlinear");
+    }
     return bn_ocl_done(o, &ap, st);
 }

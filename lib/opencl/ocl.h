@@ -72,9 +72,6 @@ bitnet_status bn_ocl_in(bn_ocl *o, const void *p, size_t bytes, bn_ocl_arg *a);
 bitnet_status bn_ocl_out(bn_ocl *o, void *p, size_t bytes, bn_ocl_arg *a);
 /* A scratch buffer released by bn_ocl_done, like an operand. */
 bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a);
-/* A buffer of at least n uint counters, zero before every launch: the
- * backend's, kept across calls; kernels that use it leave it at zero. */
-bitnet_status bn_ocl_counters(bn_ocl *o, size_t n, cl_mem *m);
 /* Zeroes the first bytes (rounded up to 4) of m, in order with the ops. */
 bitnet_status bn_ocl_fill0(bn_ocl *o, cl_mem m, size_t bytes);
 /* 1 when the operand is device memory of a bitnet_buffer (an output there is not downloaded). */

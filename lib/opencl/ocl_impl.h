@@ -84,9 +84,6 @@ struct bn_ocl {
     bn_ocl_check *checks;
     size_t nchecks, capchecks;
     uint64_t device_peak;
-    /* counters that kernels leave at zero (bn_ocl_counters) */
-    cl_mem counters;
-    size_t ncounters;
     /* kept weights (keep.c), sorted by host address */
     bn_ocl_kept *kept;
     size_t nkept, capkept;

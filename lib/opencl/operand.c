@@ -131,28 +131,6 @@ bitnet_status bn_ocl_fill0(bn_ocl *o, cl_mem m, size_t bytes)
     return BITNET_OK;
 }
 
-bitnet_status bn_ocl_counters(bn_ocl *o, size_t n, cl_mem *m)
-{
-    *m = NULL;
-    if (n > o->ncounters) {
-        const size_t want = n < 4096 ? 4096 : n;
-        if (want > SIZE_MAX / sizeof(cl_uint)) return bn_fail(BITNET_E_LIMIT, "opencl: %zu counters", n);
-        cl_int err;
-        cl_mem c = clCreateBuffer(o->ctx, CL_MEM_READ_WRITE, want * sizeof(cl_uint), NULL, &err);
-        if (!c) return bn_cl_fail(err, "clCreateBuffer(ctx, CL_MEM_READ_WRITE, counters, NULL, &err)", __FILE__, __LINE__);
-        bitnet_status st = bn_ocl_fill0(o, c, want * sizeof(cl_uint));
-        if (st) {
-            clReleaseMemObject(c);
-            return st;
-        }
-        if (o->counters) clReleaseMemObject(o->counters); /* freed once the commands using it are done */
-        o->counters = c;
-        o->ncounters = want;
-    }
-    *m = o->counters;
-    return BITNET_OK;
-}
-
 /* ---- failure flags read at the next wait ---------------------------------------- */
 
 bitnet_status bn_ocl_defer_check(bn_ocl *o, cl_mem flag, const char *what)

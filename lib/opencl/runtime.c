@@ -316,7 +316,6 @@ void bn_ocl_free(bn_ocl *o)
     bn_ocl_programs_free(o);
     bn_ocl_keep_free(o);
     bn_ocl_pool_free(o);
-    if (o->counters) clReleaseMemObject(o->counters);
     if (o->queue) clReleaseCommandQueue(o->queue);
     if (o->ctx) clReleaseContext(o->ctx);
     free(o);

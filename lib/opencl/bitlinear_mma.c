@@ -101,14 +101,12 @@ static const struct {
 #define MMA_FILL 2
 #define MMA_MIN_CHUNKS 2
 #define MMA_PART_BYTES ((uint64_t)64 << 20)
-static uint64_t mma_parts(const mma_geom *gm, const bn_ocl_caps *caps, uint64_t groups, uint64_t chunks,
-                          uint64_t plane_bytes)
+static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chunks, uint64_t plane_bytes)
 {
     const uint64_t want = (uint64_t)MMA_FILL * (caps->compute_units ? caps->compute_units : 1);
     uint64_t kp = groups >= want ? 1 : (want + groups - 1) / groups;
     if (kp > chunks / MMA_MIN_CHUNKS) kp = chunks / MMA_MIN_CHUNKS;
     while (kp > 1 && kp > MMA_PART_BYTES / plane_bytes) kp--;
-    (void)gm;
     return kp ? kp : 1;
 }
 
@@ -158,7 +156,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     if (tb > MMA_MAX_GRID) tb = MMA_MAX_GRID;
     const uint64_t nsc = (uint64_t)gm.kb / 2, nsb = ((uint64_t)nblocks + 1) / 2, chunks = (nsb + nsc - 1) / nsc;
     const uint64_t plane = T * out; /* fits: it is the float output's element count */
-    uint64_t kp = gm.kp ? (uint64_t)gm.kp : mma_parts(&gm, caps, nrt * tb, chunks, plane * sizeof(cl_int));
+    uint64_t kp = gm.kp ? (uint64_t)gm.kp : mma_parts(caps, nrt * tb, chunks, plane * sizeof(cl_int));
     const uint64_t spp = (chunks + kp - 1) / kp * nsc; /* super-blocks per part, whole chunks */
     kp = spp ? (nsb + spp - 1) / spp : 1;             /* no empty parts */
     if (kp < 1) kp = 1;

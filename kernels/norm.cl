@@ -28,6 +28,18 @@ inline nm_real nm_sum(__local nm_real *l, nm_real v, uint lid)
     return r;
 }
 
+/* y[at] = (x - mean) rstd (times g with a weight, plus a bias), rounded once. */
+inline void nm_out(__global float *y, bn_size at, float x, nm_real mean, nm_real rstd, int has_w, float g, int has_b,
+                   float bias, long perturb)
+{
+    nm_real v = ((nm_real)x - mean) * rstd;
+    if (has_w) v *= (nm_real)g;
+    if (has_b) v += (nm_real)bias;
+    float f = (float)v;
+    if ((long)at == perturb) f = bn_perturb(f);
+    y[at] = f;
+}
+
 __kernel __attribute__((reqd_work_group_size(NM_WG, 1, 1)))
 void norm_rows(__global const float *x, __global const float *w, __global const float *b, __global float *y,
                const bn_size cols, const float eps, const int rms, const int has_w, const int has_b,
@@ -65,14 +77,7 @@ void norm_rows(__global const float *x, __global const float *w, __global const 
 #pragma unroll
         for (int j = 0; j < NM_J; j++) { /* no break: PoCL 3.1 got whole rows wrong with one */
             const bn_size i = lid + (bn_size)j * NM_WG;
-            if (i < cols) {
-                nm_real o = ((nm_real)v[j] - mean) * rstd;
-                if (has_w) o *= (nm_real)g[j];
-                if (has_b) o += (nm_real)b[i];
-                float f = (float)o;
-                if ((long)(row * cols + i) == perturb) f = bn_perturb(f);
-                y[row * cols + i] = f;
-            }
+            if (i < cols) nm_out(y, row * cols + i, v[j], mean, rstd, has_w, g[j], has_b, has_b ? b[i] : 0.0f, perturb);
         }
         return;
     }
@@ -87,12 +92,6 @@ void norm_rows(__global const float *x, __global const float *w, __global const 
     }
     const nm_real var = nm_sum(l, acc, lid) / (nm_real)cols;
     const nm_real rstd = (nm_real)1 / sqrt(var + (nm_real)eps);
-    NM_FOR(i, lid, cols) {
-        nm_real v = ((nm_real)xr[i] - mean) * rstd;
-        if (has_w) v *= (nm_real)w[i];
-        if (has_b) v += (nm_real)b[i];
-        float f = (float)v;
-        if ((long)(row * cols + i) == perturb) f = bn_perturb(f);
-        y[row * cols + i] = f;
-    }
+    NM_FOR(i, lid, cols)
+        nm_out(y, row * cols + i, xr[i], mean, rstd, has_w, has_w ? w[i] : 1.0f, has_b, has_b ? b[i] : 0.0f, perturb);
 }

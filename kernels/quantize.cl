@@ -208,6 +208,21 @@ inline uint q_div_bits(int a, float b)
     return sign | q_round_bits(N, rem != 0, 100 - eb);
 }
 
+/* The max of every work-item's v over a work-group of n items (a power of
+ * two) through red[0..n); every item gets it, and red may be reused after. */
+inline uint q_group_umax(__local uint *red, uint lid, uint n, uint v)
+{
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint k = n / 2; k > 0; k >>= 1) {
+        if (lid < k) red[lid] = max(red[lid], red[lid + k]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const uint m = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return m;
+}
+
 /* One work-group per row: m = max |x| (as bits), s = 127 / max(m, 1e-5f),
  * q = clamp(rint(x * s), -128, 127). */
 __kernel void q_acts(__global const float *x, bn_size cols, __global char *q, __global float *s,
@@ -219,13 +234,7 @@ __kernel void q_acts(__global const float *x, bn_size cols, __global char *q, __
     __global const float *xr = x + r * cols;
     uint mx = 0;
     for (bn_size c = lid; c < cols; c += Q_WG) mx = max(mx, as_uint(xr[c]) & 0x7fffffffu);
-    red[lid] = mx;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint t = Q_WG / 2; t > 0; t >>= 1) {
-        if (lid < t) red[lid] = max(red[lid], red[lid + t]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    mx = red[0];
+    mx = q_group_umax(red, lid, Q_WG, mx);
     if (mx >= 0x7f800000u) {
         if (lid == 0) flag[0] = 1u;
         return;
@@ -606,14 +615,7 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
     }
 #pragma unroll
     for (int j = 0; j < Q_J4; j++) m = max(m, q_amax4(v[j]));
-    red[lid] = m;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = Q_RWG / 2; k > 0; k >>= 1) {
-        if (lid < k) red[lid] = max(red[lid], red[lid + k]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    m = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the sum below */
+    m = q_group_umax(red, lid, Q_RWG, m); /* red is free again after it */
     const int bad = m >= 0x7f800000u;
     if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
     const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));
@@ -668,14 +670,7 @@ __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride
     } else {
         for (bn_size c = lid; c < cols; c += Q_RWG) m0 = max(m0, as_uint(xr[c]) & 0x7fffffffu);
     }
-    red[lid] = max(max(m0, m1), max(m2, m3));
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = Q_RWG / 2; k > 0; k >>= 1) {
-        if (lid < k) red[lid] = max(red[lid], red[lid + k]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    uint m = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE); /* red is reused by the sum below */
+    uint m = q_group_umax(red, lid, Q_RWG, max(max(m0, m1), max(m2, m3))); /* red is free again after it */
     const int bad = m >= 0x7f800000u;
     if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
     const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));

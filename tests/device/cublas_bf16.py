@@ -41,23 +41,10 @@ def bench(out_f, in_f, tokens, reps=200):
     nmat = max(2, (256 << 20) // wbytes + 1)  # >= 256 MiB rotated: L2 is 50-60 MB
     ws = [torch.randn(out_f, in_f, device="cuda", dtype=torch.bfloat16) for _ in range(nmat)]
     x = torch.randn(tokens, in_f, device="cuda", dtype=torch.bfloat16)
-    for i in range(10):
-        y = x @ ws[i % nmat].t()
-    torch.cuda.synchronize()
-    times = []
-    for i in range(reps):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        y = x @ ws[i % nmat].t()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1000.0)
-    times.sort()
-    med = times[len(times) // 2]
+    med = timed(lambda i: x @ ws[i].t(), nmat, reps)
     moved = wbytes + tokens * in_f * 2 + tokens * out_f * 2
     print(f"cublas-bf16 {out_f}x{in_f} tokens={tokens} median_us={med:.2f} GB/s={moved / med / 1e3:.1f}")
-    del ws, y
+    del ws
 
 if __name__ == "__main__":
     print(torch.cuda.get_device_name(0), "torch", torch.__version__)

@@ -32,7 +32,9 @@
 #define MT_LM (MT_TM / MT_RM)
 #define MT_LN (MT_TN / MT_RN)
 #define MT_NTH (MT_LM * MT_LN)
-#define MT_PAD 4 /* keeps rows of the tiles 16-byte aligned (the host sizes local memory with it) */
+#ifndef MT_PAD
+#define MT_PAD 4 /* keeps rows of the tiles 16-byte aligned; the host passes its value */
+#endif
 #if MT_RM % 4 == 0 && MT_RN % 4 == 0
 #define MT_V4 1 /* the inner loop reads the tiles in float4s */
 #endif

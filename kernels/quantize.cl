@@ -208,6 +208,13 @@ inline uint q_div_bits(int a, float b)
     return sign | q_round_bits(N, rem != 0, 100 - eb);
 }
 
+/* The activation scale 127 / max(m, 1e-5f) of the finite absmax bits m. */
+inline float q_act_scale(uint m)
+{
+    if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
+    return as_float(q_div_bits(127, as_float(m)));
+}
+
 /* The max of every work-item's v over a work-group of n items (a power of
  * two) through red[0..n); every item gets it, and red may be reused after. */
 inline uint q_group_umax(__local uint *red, uint lid, uint n, uint v)
@@ -239,8 +246,7 @@ __kernel void q_acts(__global const float *x, bn_size cols, __global char *q, __
         if (lid == 0) flag[0] = 1u;
         return;
     }
-    if (mx < 0x3727c5acu) mx = 0x3727c5acu; /* the bits of 1e-5f */
-    const float sc = as_float(q_div_bits(127, as_float(mx)));
+    const float sc = q_act_scale(mx);
     if (lid == 0) s[r] = sc;
     for (bn_size c = lid; c < cols; c += Q_WG) {
         float v = rint(xr[c] * sc);
@@ -617,8 +623,7 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
     for (int j = 0; j < Q_J4; j++) m = max(m, q_amax4(v[j]));
     m = q_group_umax(red, lid, Q_RWG, m); /* red is free again after it */
     const int bad = m >= 0x7f800000u;
-    if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
-    const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));
+    const float sc = bad ? 1.0f : q_act_scale(m);
     __global char4 *q4 = (__global char4 *)qr; /* xstride is a multiple of 128: whole char4s */
     const bn_size w4 = xstride / 4;
     int acc = 0;
@@ -672,8 +677,7 @@ __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride
     }
     uint m = q_group_umax(red, lid, Q_RWG, max(max(m0, m1), max(m2, m3))); /* red is free again after it */
     const int bad = m >= 0x7f800000u;
-    if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
-    const float sc = bad ? 1.0f : as_float(q_div_bits(127, as_float(m)));
+    const float sc = bad ? 1.0f : q_act_scale(m);
     __global char *qr = q + t * xstride;
     int acc = 0;
     if (vec) { /* xstride is a multiple of 128, so whole char4s */

@@ -221,7 +221,7 @@ void bn_parallel_memcpy(bn_pool *p, void *dst, const void *src, size_t n)
     /* ranges of at least 64 KiB: a few microseconds of copying, about what
      * handing a range to a worker costs */
     bn_copy_job j = {dst, src};
-    if (!p || n < (256u << 10)) {
+    if (!p || n < BN_PARALLEL_COPY_MIN) {
         if (n) memcpy(dst, src, n);
         return;
     }

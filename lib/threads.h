@@ -19,7 +19,9 @@ bitnet_status bn_pool_create(bn_pool **p, int threads);
 void bn_pool_free(bn_pool *p);
 int bn_pool_threads(const bn_pool *p);
 void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg);
-/* memcpy of n bytes split over the pool's threads (p NULL: one thread). */
+/* memcpy of n bytes split over the pool's threads (p NULL, or fewer than
+ * BN_PARALLEL_COPY_MIN bytes: on the calling thread). */
+#define BN_PARALLEL_COPY_MIN ((size_t)256 << 10)
 void bn_parallel_memcpy(bn_pool *p, void *dst, const void *src, size_t n);
 
 #endif

@@ -37,6 +37,7 @@
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
+#include "tensor_ops.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -106,7 +107,7 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
     const uint64_t want = (uint64_t)MMA_FILL * (caps->compute_units ? caps->compute_units : 1);
     uint64_t kp = groups >= want ? 1 : (want + groups - 1) / groups;
     if (kp > chunks / MMA_MIN_CHUNKS) kp = chunks / MMA_MIN_CHUNKS;
-    while (kp > 1 && kp > MMA_PART_BYTES / plane_bytes) kp--;
+    if (kp > MMA_PART_BYTES / plane_bytes) kp = MMA_PART_BYTES / plane_bytes;
     return kp ? kp : 1;
 }
 
@@ -157,9 +158,8 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     const uint64_t nsc = (uint64_t)gm.kb / 2, nsb = ((uint64_t)nblocks + 1) / 2, chunks = (nsb + nsc - 1) / nsc;
     const uint64_t plane = T * out; /* fits: it is the float output's element count */
     uint64_t kp = gm.kp ? (uint64_t)gm.kp : mma_parts(caps, nrt * tb, chunks, plane * sizeof(cl_int));
-    const uint64_t spp = (chunks + kp - 1) / kp * nsc; /* super-blocks per part, whole chunks */
-    kp = spp ? (nsb + spp - 1) / spp : 1;             /* no empty parts */
-    if (kp < 1) kp = 1;
+    const uint64_t spp = (chunks + kp - 1) / kp * nsc; /* super-blocks per part, whole chunks (nsb >= 1) */
+    kp = (nsb + spp - 1) / spp;                        /* no empty parts */
     if (nrt > SIZE_MAX / 32 || kp > SIZE_MAX / (size_t)nw || (kp > 1 && plane > SIZE_MAX / sizeof(cl_int) / kp))
         return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
 
@@ -181,9 +181,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     if (!st) st = bn_ocl_run(o, k, 3, global, local, "bitlinear");
     if (!st && kp > 1) {
         const cl_int c_kp = (cl_int)kp;
-        size_t sl = 256;
-        while (caps->max_wg && sl > caps->max_wg) sl /= 2;
-        const size_t sg = ((size_t)plane + sl - 1) / sl * sl;
+        const size_t sl = bn_tops_wg(o, ks, 256), sg = bn_tops_round(plane, sl);
         st = bn_ocl_args(o, ks, 13, sizeof bp, &bp, sizeof c_kp, &c_kp, sizeof bs, &bs, sizeof bd, &bd,
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof perturb, &perturb,

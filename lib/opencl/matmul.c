@@ -160,8 +160,8 @@ static bitnet_status tiled(bn_ocl *o, cl_mem bx, uint64_t tokens, uint64_t in, c
         if ((st = bn_ocl_alloc(o, (size_t)(parts * tokens * out) * 4, &part))) return st;
     }
     char opts[128];
-    snprintf(opts, sizeof opts, "-DMT_TM=%u -DMT_TN=%u -DMT_TK=%u -DMT_RM=%u -DMT_RN=%u", c.tm, c.tn, c.tk, c.rm,
-             c.rn);
+    snprintf(opts, sizeof opts, "-DMT_TM=%u -DMT_TN=%u -DMT_TK=%u -DMT_RM=%u -DMT_RN=%u -DMT_PAD=%d", c.tm, c.tn,
+             c.tk, c.rm, c.rn, MT_PAD);
     cl_kernel k;
     const cl_int hb = has_bias, a = (cl_int)act, np = (cl_int)parts;
     const cl_ulong ct = tokens, ci = in, co = out, kc = kchunk;

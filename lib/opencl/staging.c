@@ -54,7 +54,7 @@ static bn_pool *copy_pool(bn_ocl *o)
 
 static void copy_in(bn_ocl *o, void *dst, const void *src, size_t n)
 {
-    bn_parallel_memcpy(n >= (256u << 10) ? copy_pool(o) : NULL, dst, src, n);
+    bn_parallel_memcpy(n >= BN_PARALLEL_COPY_MIN ? copy_pool(o) : NULL, dst, src, n); /* no pool for small copies */
 }
 
 static int pin_free(bn_ocl_pin *p)

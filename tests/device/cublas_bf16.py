@@ -6,6 +6,7 @@ that the working set exceeds the L2 cache (so HBM, not L2, is measured), and
 prints one line per case: shape, tokens, median kernel time in us, GB/s.
 With more than 16 tokens it also times torch._int_mm (int8 x int8 -> int32,
 cuBLASLt) on the same shape.  TOKENS=1,8,64 (default) sets the token counts.
+tests/perf/readme-tables.sh reads the "NAME SHAPE tokens=N median_us=T" lines.
 Runs on the GPU machine only (needs torch with CUDA)."""
 import os
 import sys

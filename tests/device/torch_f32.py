@@ -3,8 +3,12 @@
 product y = x @ W^T (cuBLAS, TF32 off) with weights rotated through more
 memory than L2 holds, and Cholesky, QR (reduced), SVD (reduced, and values
 only) of an n x n matrix (cuSOLVER), timed with CUDA events; median of the
-timed repetitions after one warm-up call.
+timed repetitions after one warm-up call.  Prints one line per case:
+"cublas-fp32 SHAPE tokens=N median_us=T GB/s=B" or "torch-OP NxN f32
+median_ms=T" (tests/perf/readme-tables.sh reads these).  TOKENS=1,8,16,64
+(default) sets the token counts of matmul.
 usage: torch_f32.py matmul SHAPE... | linalg N [OP...]"""
+import os
 import sys
 import torch
 
@@ -56,7 +60,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "matmul":
         for shape in sys.argv[2:]:
             o, i = (int(v) for v in shape.split("x"))
-            for t in (1, 8, 16, 64):
+            for t in (int(v) for v in os.environ.get("TOKENS", "1,8,16,64").split(",")):
                 matmul(o, i, t)
     else:
         linalg(int(sys.argv[2]), sys.argv[3:])

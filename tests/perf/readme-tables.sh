@@ -8,6 +8,19 @@
 #                                               on AVX-512 VNNI and on the default
 #                                               level (AMX where the CPU has it),
 #                                               the two alternating run by run
+#   sh tests/perf/readme-tables.sh peers [RUNS] the GPU against its peers (GPU
+#                                               machine): BitLinear against cuBLAS
+#                                               bf16 and torch._int_mm, the float
+#                                               product's own kernels against
+#                                               CLBlast and cuBLAS fp32, and
+#                                               Cholesky/QR/SVD on the host's
+#                                               LAPACK, OpenCL and torch
+#   sh tests/perf/readme-tables.sh e2e [RUNS]   the caller's view (GPU machine):
+#                                               kernel against end-to-end time of
+#                                               BitLinear through host pointers
+#                                               (weights kept) and device resident,
+#                                               and of the ffn block on the GPU
+#                                               and on the host CPU
 #
 # Each configuration is measured RUNS times (default 3) with
 # `bitnet-bench ... --format json`; each run is rendered back with
@@ -21,10 +34,25 @@
 # Environment: BENCH (the bitnet-bench to run; default .device/bin/bitnet-bench
 # when it exists, else build/bin/bitnet-bench), OUTDIR, COMMIT (when the tree
 # has no .git, e.g. a copy on another machine).
+#
+# peers and e2e take the bandwidth of their header from the rooflines that
+# bitnet-bench measures at the start of each run (the "devices" of its JSON).
+# peers runs the torch baselines (tests/device/cublas_bf16.py, torch_f32.py)
+# once per run, their output kept in $OUTDIR/peers-*.txt; without torch and
+# CUDA their columns show "-" and the rest is measured.  Ratios are taken run
+# by run (both sides from the same run) and ranged over the runs.
+# Their sizes, comma-separated (defaults as in README.md; small ones make a
+# trial on PoCL): PEERS_SHAPES (16384x16384,4096x14336,14336x4096,4096x4096),
+# PEERS_TOKENS (1,8,64) and PEERS_TOKENS_NOCHECK (512: run with --no-check,
+# the reference being slow there; empty for none), MM_SHAPES
+# (4096x4096,4096x14336,16384x16384), MM_TOKENS (1,8,16,64), LA_N (4096),
+# PEERS_PARTS (which tables: "bitlinear matmul linalg"), E2E_SHAPES
+# (16384x16384,4096x14336), E2E_TOKENS (1,64), FFN_SHAPE (4096x14336),
+# FFN_TOKENS (1,8,64); PYTHON (python3).
 set -eu
 mode=${1:-}
 runs=${2:-3}
-case $mode in cpu | gpu | host) ;; *) echo "usage: $0 cpu|gpu|host [RUNS]" >&2; exit 2 ;; esac
+case $mode in cpu | gpu | host | peers | e2e) ;; *) echo "usage: $0 cpu|gpu|host|peers|e2e [RUNS]" >&2; exit 2 ;; esac
 case $runs in '' | *[!0-9]* | 0) echo "$0: RUNS must be a positive integer" >&2; exit 2 ;; esac
 if [ -z "${BENCH:-}" ]; then
     BENCH=build/bin/bitnet-bench
@@ -114,7 +142,201 @@ table() {
         "$OUTDIR/$1"-[0-9]*.csv
 }
 
-section() { printf '\n#### %s\n\n    %s\n\n' "$1" "$2"; }
+# section TITLE COMMAND...: a table's heading and the commands that produced it
+section() {
+    printf '\n#### %s\n\n' "$1"
+    shift
+    for c in "$@"; do printf '    %s\n' "$c"; done
+    echo
+}
+
+# ---- peers and e2e --------------------------------------------------------------
+# roofline DEVICE FILE.json...: "read R1-R2 GB/s, copy C1-C2 GB/s" over the
+# rooflines that bitnet-bench measured on DEVICE at the start of these runs
+roofline() {
+    dev=$1
+    shift
+    # shellcheck disable=SC2016 # an awk program
+    awkf -v dev="$dev" '
+        function add(k, v) { v += 0; if (!(k in lo) || v < lo[k]) lo[k] = v; if (!(k in hi) || v > hi[k]) hi[k] = v }
+        $1 == "\"device\":" { d = $2; gsub(/[",]/, "", d) }
+        $1 == "\"copy_gbs\":" && d == dev { add("copy", $2) }
+        $1 == "\"read_gbs\":" && d == dev { add("read", $2) }
+        END { if ("read" in lo) printf "read %.1f-%.1f GB/s, copy %.1f-%.1f GB/s", lo["read"], hi["read"], lo["copy"], hi["copy"] }' -- "$@"
+}
+
+# rooflines MODE: the header's bandwidth, GPU and host CPU, from the JSON runs of MODE
+rooflines() {
+    g=$(roofline opencl "$OUTDIR/$1"-*.json)
+    c=$(roofline cpu "$OUTDIR/$1"-*.json)
+    b="${g:+$g (GPU)}${g:+${c:+; }}${c:+$c (host CPU)}"
+    echo "${b:-not measured}"
+}
+
+# torch_run NAME R COMMAND...: run R of a torch baseline, its output into
+# $OUTDIR/NAME-R.txt; a failure is reported and leaves its cells "-"
+torch_failed=""
+torch_run() {
+    name=$1 run=$2
+    shift 2
+    if ! "$@" >"$OUTDIR/$name-$run.txt" 2>>"$OUTDIR/$name.log"; then
+        echo "$0: $* failed, see $OUTDIR/$name.log" >&2
+        torch_failed="$torch_failed $name-$run"
+    fi
+}
+
+# awk functions of the peers and e2e tables.  put(NAME, KEY, R, V) keeps a
+# value of run R; rng(NAME, KEY) is its range over the runs ("-" for none);
+# ratio(A, B, KEY) the range of A/B taken run by run (its low end left in
+# rlo); runof(FILE) the run of a file NAME-R.csv or NAME-R.txt (0 past RUNS);
+# kv(KEY) the value of KEY=V among the fields W[] of a torch line.
+# shellcheck disable=SC2016 # an awk program
+LIB='
+function num(x) { return (x >= 999.5) ? sprintf("%.0f", x) : sprintf("%.3g", x) }
+function rnum(x) { return sprintf((x < 9.995) ? "%.2f" : "%.1f", x) }
+function span(a, b, f) { a = f ? rnum(a) : num(a); b = f ? rnum(b) : num(b); return (a == b) ? a : a "-" b }
+function put(n, k, r, v) { if (v != "") val[n, k, r] = v + 0 }
+function rng(n, k,   r, v, lo, hi, any) {
+    for (r = 1; r <= runs; r++)
+        if ((n, k, r) in val) { v = val[n, k, r]; if (!any || v < lo) lo = v; if (!any || v > hi) hi = v; any = 1 }
+    return any ? span(lo, hi) : "-"
+}
+function ratio(a, b, k,   r, v, lo, hi, any) {
+    rlo = 0
+    for (r = 1; r <= runs; r++)
+        if (((a, k, r) in val) && ((b, k, r) in val) && val[b, k, r] > 0) {
+            v = val[a, k, r] / val[b, k, r]; if (!any || v < lo) lo = v; if (!any || v > hi) hi = v; any = 1
+        }
+    if (!any) return "-"
+    rlo = lo
+    return span(lo, hi, 1) "×"
+}
+function runof(f) {
+    if (!match(f, /-[0-9]+\.(csv|txt)$/)) return 0
+    f = substr(f, RSTART + 1, RLENGTH - 5) + 0
+    return (f <= runs) ? f : 0
+}
+function base(f) { sub(/.*\//, "", f); sub(/-[0-9]+\.(csv|txt)$/, "", f); return f }
+function kv(key,   i) { for (i = 1; i <= nw; i++) if (index(W[i], key "=") == 1) return substr(W[i], length(key) + 2); return "" }
+function shp(s) { gsub(/x/, "×", s); return s }
+FNR == 1 { run = runof(FILENAME); file = base(FILENAME) }
+run == 0 { next }
+FILENAME ~ /\.txt$/ { nw = split($0, W, " ") }
+'
+
+# awkf ARG... -- FILE...: awk ARG... on those FILEs that exist (unmatched
+# globs left out), on /dev/null when none does
+awkf() {
+    files=0 any=0
+    for a in "$@"; do
+        shift
+        if [ "$a" = -- ]; then
+            files=1
+        elif [ $files = 0 ]; then
+            set -- "$@" "$a"
+        elif [ -f "$a" ]; then
+            set -- "$@" "$a"
+            any=1
+        fi
+    done
+    [ $any = 1 ] || set -- "$@" /dev/null
+    awk "$@"
+}
+
+# peers_bitlinear: BitLinear against cuBLAS bf16 and torch._int_mm
+peers_bitlinear() {
+    echo "| shape | tokens | ours (kernel µs) | cuBLAS bf16 µs | ours vs bf16 | int_mm µs | ours vs int_mm |"
+    echo "|---|---:|---:|---:|---:|---:|---:|"
+    # shellcheck disable=SC2016 # an awk program
+    awkf -F, -v runs="$runs" -v shapes="$PS" -v tokens="$PT,$PTN" "$LIB"'
+        FILENAME ~ /\.csv$/ && $1 == "bitlinear" { put("ours", $4 SUBSEP $7, run, $8 * 1000) }
+        FILENAME ~ /\.txt$/ && W[1] == "cublas-bf16" { put("bf16", W[2] SUBSEP kv("tokens"), run, kv("median_us")) }
+        FILENAME ~ /\.txt$/ && W[1] == "int_mm" { put("int", W[2] SUBSEP kv("tokens"), run, kv("median_us")) }
+        END {
+            ns = split(shapes, S, ","); nt = split(tokens, T, ",")
+            for (i = 1; i <= ns; i++) for (j = 1; j <= nt; j++) {
+                if (T[j] == "") continue
+                k = S[i] SUBSEP T[j]
+                a = ratio("bf16", "ours", k); if (rnum(rlo) + 0 > 1) a = a " faster"
+                b = ratio("int", "ours", k); if (rnum(rlo) + 0 > 1) b = b " faster"
+                printf "| %s | %s | %s | %s | %s | %s | %s |\n", shp(S[i]), T[j], rng("ours", k), rng("bf16", k), a, rng("int", k), b
+            }
+        }' -- "$OUTDIR"/peers-bl-[0-9]*.csv "$OUTDIR"/peers-bl-nc-[0-9]*.csv "$OUTDIR"/peers-bf16-[0-9]*.txt
+}
+
+# peers_matmul: the float product, own kernels (the default choice) against CLBlast and cuBLAS fp32
+peers_matmul() {
+    echo "| shape | tokens | own µs | CLBlast µs | cuBLAS fp32 µs | own / cuBLAS |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    # shellcheck disable=SC2016 # an awk program
+    awkf -F, -v runs="$runs" -v shapes="$MS" -v tokens="$MT" "$LIB"'
+        FILENAME ~ /\.csv$/ && $1 == "matmul_f32" { put(file == "peers-mm-clblast" ? "cl" : "own", $4 SUBSEP $7, run, $8 * 1000) }
+        FILENAME ~ /\.txt$/ && W[1] == "cublas-fp32" { put("cu", W[2] SUBSEP kv("tokens"), run, kv("median_us")) }
+        END {
+            ns = split(shapes, S, ","); nt = split(tokens, T, ",")
+            for (i = 1; i <= ns; i++) for (j = 1; j <= nt; j++) {
+                k = S[i] SUBSEP T[j]
+                printf "| %s | %s | %s | %s | %s | %s |\n", shp(S[i]), T[j], rng("own", k), rng("cl", k), rng("cu", k), ratio("own", "cu", k)
+            }
+        }' -- "$OUTDIR"/peers-mm-[0-9]*.csv "$OUTDIR"/peers-mm-clblast-[0-9]*.csv "$OUTDIR"/peers-f32-[0-9]*.txt
+}
+
+# peers_linalg: Cholesky, QR, SVD on the host's LAPACK, OpenCL and torch
+peers_linalg() {
+    echo "| op | host LAPACK ms | OpenCL e2e (kernel) ms | torch ms |"
+    echo "|---|---:|---:|---:|"
+    # shellcheck disable=SC2016 # an awk program
+    awkf -F, -v runs="$runs" "$LIB"'
+        FILENAME ~ /\.csv$/ && ($1 == "cholesky" || $1 == "qr" || $1 == "svd") {
+            k = ($1 == "svd") ? "svd " $2 : $1
+            if (file == "peers-la-cpu") put("host", k, run, $8)
+            else { put("e2e", k, run, $14); if ($13 == "kernel") put("kern", k, run, $8) }
+        }
+        FILENAME ~ /\.txt$/ && W[1] ~ /^torch-/ { k = substr(W[1], 7); sub(/-/, " ", k); put("torch", k, run, kv("median_ms")) }
+        END {
+            split("cholesky|qr|svd values|svd vectors", K, "|"); split("Cholesky|QR|SVD, values|SVD, vectors", L, "|")
+            for (i = 1; i <= 4; i++) {
+                o = rng("e2e", K[i]); kr = rng("kern", K[i])
+                if (kr != "-") o = o " (" kr ")"
+                printf "| %s | %s | %s | %s |\n", L[i], rng("host", K[i]), o, rng("torch", K[i])
+            }
+        }' -- "$OUTDIR"/peers-la-cpu-[0-9]*.csv "$OUTDIR"/peers-la-ocl-[0-9]*.csv "$OUTDIR"/peers-la-ocl-qr-[0-9]*.csv \
+        "$OUTDIR"/peers-la-torch-[0-9]*.txt
+}
+
+# e2e_table: kernel against end-to-end time, case by case, then the ffn block GPU against host
+e2e_table() {
+    echo "| case | shape | tokens | kernel µs | e2e µs | e2e / kernel |"
+    echo "|---|---|---:|---:|---:|---:|"
+    # shellcheck disable=SC2016 # an awk program
+    awkf -F, -v runs="$runs" -v shapes="$ES" -v tokens="$ET" -v fshape="$FS" -v ftokens="$FT" "$LIB"'
+        FILENAME ~ /\.csv$/ && ($1 == "bitlinear" || $1 == "ffn") {
+            c = (file == "e2e-kept") ? "kept" : (file == "e2e-resident") ? "res" : ($3 == "cpu") ? "ffn-cpu" : "ffn-gpu"
+            k = c SUBSEP $4 SUBSEP $7
+            if ($13 == "kernel") put("kern", k, run, $8 * 1000)
+            put("e2e", k, run, $14 * 1000)
+        }
+        function row(c, label, s, t,   k) {
+            k = c SUBSEP s SUBSEP t
+            printf "| %s | %s | %s | %s | %s | %s |\n", label, shp(s), t, rng("kern", k), rng("e2e", k), ratio("e2e", "kern", k)
+        }
+        END {
+            ns = split(shapes, S, ","); nt = split(tokens, T, ","); nf = split(ftokens, F, ",")
+            for (i = 1; i <= ns; i++) for (j = 1; j <= nt; j++) row("kept", "BitLinear, host pointers, weights kept", S[i], T[j])
+            for (i = 1; i <= ns; i++) for (j = 1; j <= nt; j++) row("res", "BitLinear, device resident", S[i], T[j])
+            for (j = 1; j <= nf; j++) row("ffn-gpu", "ffn block on the GPU", fshape, F[j])
+            for (j = 1; j <= nf; j++) row("ffn-cpu", "ffn block on the host CPU", fshape, F[j])
+            print ""
+            for (j = 1; j <= nf; j++) {
+                # the host CPU over the GPU, end to end, run by run
+                for (r = 1; r <= runs; r++) {
+                    if (("e2e", "ffn-cpu" SUBSEP fshape SUBSEP F[j], r) in val) val["hc", F[j], r] = val["e2e", "ffn-cpu" SUBSEP fshape SUBSEP F[j], r]
+                    if (("e2e", "ffn-gpu" SUBSEP fshape SUBSEP F[j], r) in val) val["gp", F[j], r] = val["e2e", "ffn-gpu" SUBSEP fshape SUBSEP F[j], r]
+                }
+                printf "- ffn block %s, %s token%s: the host CPU takes %s the GPU block'"'"'s end-to-end time\n", shp(fshape), F[j], (F[j] == 1) ? "" : "s", ratio("hc", "gp", F[j])
+            }
+        }' -- "$OUTDIR"/e2e-kept-[0-9]*.csv "$OUTDIR"/e2e-resident-[0-9]*.csv "$OUTDIR"/e2e-ffn-[0-9]*.csv
+}
 
 if [ "$mode" = cpu ]; then
     A="--device cpu --shape 4096x14336 --scale tensor"
@@ -133,6 +355,66 @@ elif [ "$mode" = host ]; then
         r=$((r + 1))
     done
     bw=$(bandwidth cpu)
+elif [ "$mode" = peers ]; then
+    PYTHON=${PYTHON:-python3}
+    parts=${PEERS_PARTS:-bitlinear matmul linalg}
+    PS=${PEERS_SHAPES:-16384x16384,4096x14336,14336x4096,4096x4096}
+    PT=${PEERS_TOKENS:-1,8,64}
+    PTN=${PEERS_TOKENS_NOCHECK-512}
+    MS=${MM_SHAPES:-4096x4096,4096x14336,16384x16384}
+    MT=${MM_TOKENS:-1,8,16,64}
+    LN=${LA_N:-4096}
+    nt=$(nproc)
+    PB="--device opencl --op bitlinear --scale row --keep-weights --shape $PS --min-time 0.1"
+    MB="--device opencl --op matmul_f32 --keep-weights --shape $MS --tokens $MT --min-time 0.1"
+    LC="--device cpu --threads $nt --op cholesky,qr,svd --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
+    LO="--device opencl --threads $nt --op cholesky --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
+    LQ="--device opencl --threads $nt --op qr,svd --shape ${LN}x$LN --min-reps 1 --min-time 0.1 --warmup 1"
+    BT=$PT${PTN:+,$PTN}
+    have_torch=0
+    "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 && have_torch=1
+    r=1
+    while [ "$r" -le "$runs" ]; do
+        case " $parts " in *" bitlinear "*)
+            measure_run peers-bl "$r" $PB --tokens "$PT"
+            [ -z "$PTN" ] || measure_run peers-bl-nc "$r" $PB --tokens "$PTN" --no-check
+            # shellcheck disable=SC2046 # the shapes, one argument each
+            [ $have_torch = 0 ] || torch_run peers-bf16 "$r" env TOKENS="$BT" "$PYTHON" tests/device/cublas_bf16.py $(echo "$PS" | tr , ' ')
+            ;;
+        esac
+        case " $parts " in *" matmul "*)
+            measure_run peers-mm "$r" $MB
+            BITNET_OCL_MATMUL=clblast measure_run peers-mm-clblast "$r" $MB
+            # shellcheck disable=SC2046 # the shapes, one argument each
+            [ $have_torch = 0 ] || torch_run peers-f32 "$r" env TOKENS="$MT" "$PYTHON" tests/device/torch_f32.py matmul $(echo "$MS" | tr , ' ')
+            ;;
+        esac
+        case " $parts " in *" linalg "*)
+            measure_run peers-la-cpu "$r" $LC
+            measure_run peers-la-ocl "$r" $LO
+            measure_run peers-la-ocl-qr "$r" $LQ
+            [ $have_torch = 0 ] || torch_run peers-la-torch "$r" "$PYTHON" tests/device/torch_f32.py linalg "$LN"
+            ;;
+        esac
+        r=$((r + 1))
+    done
+    bw=$(rooflines peers)
+elif [ "$mode" = e2e ]; then
+    ES=${E2E_SHAPES:-16384x16384,4096x14336}
+    ET=${E2E_TOKENS:-1,64}
+    FS=${FFN_SHAPE:-4096x14336}
+    FT=${FFN_TOKENS:-1,8,64}
+    EK="--device opencl --op bitlinear --shape $ES --tokens $ET --keep-weights --scale row --min-time 0.2"
+    ER="--device opencl --op bitlinear --shape $ES --tokens $ET --resident --scale row --min-time 0.2"
+    EF="--device cpu,opencl --op ffn --shape $FS --tokens $FT --scale row --min-time 0.2"
+    r=1
+    while [ "$r" -le "$runs" ]; do
+        measure_run e2e-kept "$r" $EK
+        measure_run e2e-resident "$r" $ER
+        measure_run e2e-ffn "$r" $EF
+        r=$((r + 1))
+    done
+    bw=$(rooflines e2e)
 else
     G="--device opencl --op copy,bitlinear --shape 4096x4096 --shape 4096x14336 --shape 16384x16384 --tokens 1,8,64 --scale row --keep-weights"
     measure gpu-bitlinear $G
@@ -167,6 +449,53 @@ elif [ "$mode" = host ]; then
             $1 == "bitlinear" && $7 == 1 { g = $16 } $1 == "bitlinear" && $7 == 64 { t = $8 }
             END { printf "- %s: one token %.1f GB/s, %.0f%% of read %.1f GB/s; 64 tokens %.3f ms\n", run, g, 100 * g / rd, rd, t }' "$f"
     done
+elif [ "$mode" = peers ]; then
+    echo
+    if [ $have_torch = 1 ]; then
+        tv=""
+        for f in "$OUTDIR"/peers-*-1.txt; do
+            if [ -s "$f" ]; then tv=$(head -1 "$f"); break; fi
+        done
+        echo "torch baselines on: ${tv:-?}."
+    else
+        echo "torch with CUDA was not available here: the torch columns (cuBLAS, int_mm, torch) show -."
+    fi
+    [ -z "$torch_failed" ] || echo "These torch runs failed (their cells show -):$torch_failed."
+    case " $parts " in *" bitlinear "*)
+        set -- "bitnet-bench $PB --tokens $PT"
+        [ -z "$PTN" ] || set -- "$@" "bitnet-bench $PB --tokens $PTN --no-check"
+        [ $have_torch = 0 ] || set -- "$@" "TOKENS=$BT $PYTHON tests/device/cublas_bf16.py $(echo "$PS" | tr , ' ')"
+        section "BitLinear against cuBLAS bf16 and torch._int_mm (kernel medians, weights kept, row scales)" "$@"
+        peers_bitlinear
+        echo
+        echo "\"ours vs\" is the other's time over ours, run by run; int_mm (int8, cuBLASLt) is timed above 16 tokens only."
+        ;;
+    esac
+    case " $parts " in *" matmul "*)
+        set -- "bitnet-bench $MB" "BITNET_OCL_MATMUL=clblast bitnet-bench $MB"
+        [ $have_torch = 0 ] || set -- "$@" "TOKENS=$MT $PYTHON tests/device/torch_f32.py matmul $(echo "$MS" | tr , ' ')"
+        section "Float products: own kernels against CLBlast and cuBLAS fp32 (kernel medians, weights kept)" "$@"
+        peers_matmul
+        echo
+        echo "\"own\" is the default choice (BITNET_OCL_MATMUL unset): the project's kernels on NVIDIA GPUs, CLBlast elsewhere;"
+        echo "cuBLAS fp32 is torch's x @ W.T with TF32 off; own / cuBLAS is taken run by run."
+        ;;
+    esac
+    case " $parts " in *" linalg "*)
+        set -- "bitnet-bench $LC" "bitnet-bench $LO" "bitnet-bench $LQ"
+        [ $have_torch = 0 ] || set -- "$@" "$PYTHON tests/device/torch_f32.py linalg $LN"
+        section "Linear algebra, ${LN}x$LN f32: the host's LAPACK, OpenCL and torch (cuSOLVER)" "$@"
+        peers_linalg
+        echo
+        echo "Host and torch: medians of the whole call; OpenCL: the end-to-end median, in parentheses the sum of its kernel times."
+        ;;
+    esac
+elif [ "$mode" = e2e ]; then
+    section "The caller's view: kernel against end-to-end time" "bitnet-bench $EK" "bitnet-bench $ER" "bitnet-bench $EF"
+    e2e_table
+    echo
+    echo "\"kernel\" is the sum of the call's kernel times (profiling on), \"e2e\" the median wall time of the library call with"
+    echo "profiling off, as a program runs it (on the host CPU the call's own time); e2e / kernel is taken run by run."
 else
     section "GPU, weights kept on the device" "bitnet-bench $G"
     table gpu-bitlinear

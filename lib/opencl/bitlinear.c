@@ -96,7 +96,18 @@ static const struct {
  * warps of one row with 4 blocks in flight won.
  * One token: variant 4 with 8 warps and 4 loads in flight per lane (H100,
  * 2026-11-22, kept weights: 16384x16384 in 32.3 us against 34.0 us for
- * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6). */
+ * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6).
+ * Tried and not kept: variant 4 quantizing the float activations itself
+ * (each work-group read the float row, took its absmax and staged the codes:
+ * one kernel per call instead of q_acts_rows + variant 4).  H200, 2026-11-26,
+ * one token, weights kept, three alternating rounds, kernel / end-to-end
+ * medians in us: 16384x16384 38.0-38.3 / 66.2-66.5 fused against 35.6-36.6
+ * / 59.1-63.2; 16384x4096 22.0-22.5 / 44.4-47.6 against 22.1-24.3 /
+ * 40.6-52.3; 4096x14336 19.6-19.8 / 42.0-43.8 against 20.4-21.6 /
+ * 38.7-46.5 (with 2 rows per warp 15.5-15.8 / 40.8-41.8).  Every
+ * work-group reading the whole float row (64 KiB at 16384) cost more than
+ * the separate one-work-group kernel, whose profiled 8.5 us overstates its
+ * place in the queue: end to end the fused call was slower. */
 static const struct {
     uint64_t min_tokens;
     int variant;

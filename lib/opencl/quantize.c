@@ -114,6 +114,11 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * size of the packing, float4 words per work-item of short slices). */
 #define Q_GWG_DEF 256
 #define Q_PER_CU_DEF 4 /* H200 sweep (tests/device/quant-sweep.sh): 54.9 us per tensor at 4096x4096, 63.5 with 8 */
+/* q_pack_gpu taking the rows last to first (so that what q_absum_gpu read
+ * last might still be in L2) was no faster: 52.6-55.2 against 51.1-54.3 us
+ * per tensor at 4096x4096, H200, three alternating rounds, 2026-11-26.
+ * q_absum_gpu's segments read their pieces side by side, so what it read
+ * last is spread over the whole tensor. */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */

@@ -49,6 +49,12 @@
 # PEERS_PARTS (which tables: "bitlinear matmul linalg"), E2E_SHAPES
 # (16384x16384,4096x14336), E2E_TOKENS (1,64), FFN_SHAPE (4096x14336),
 # FFN_TOKENS (1,8,64); PYTHON (python3).
+# A device call has a time limit, so peers and e2e can be measured in parts
+# into one OUTDIR and rendered after: FIRST_RUN=N numbers the runs from N
+# (RUNS is then the last run's number), RENDER=1 measures nothing and renders
+# what OUTDIR holds (runs 1 to RUNS).  Each measuring call adds a line
+# naming the machine and the date to OUTDIR/machine.txt, which the header
+# quotes, and each table says how many runs it has.
 set -eu
 mode=${1:-}
 runs=${2:-3}
@@ -151,6 +157,18 @@ section() {
 }
 
 # ---- peers and e2e --------------------------------------------------------------
+# nruns NAME: "N runs" of measure NAME in $OUTDIR (runs 1 to RUNS)
+nruns() {
+    n=0
+    for f in "$OUTDIR/$1"-[0-9]*.csv; do
+        [ -f "$f" ] || continue
+        i=${f##*-}
+        i=${i%.csv}
+        case $i in *[!0-9]*) continue ;; esac
+        [ "$i" -gt "$runs" ] || n=$((n + 1))
+    done
+    [ "$n" = 1 ] && echo "1 run" || echo "$n runs"
+}
 # roofline DEVICE FILE.json...: "read R1-R2 GB/s, copy C1-C2 GB/s" over the
 # rooflines that bitnet-bench measured on DEVICE at the start of these runs
 roofline() {
@@ -355,7 +373,14 @@ elif [ "$mode" = host ]; then
         r=$((r + 1))
     done
     bw=$(bandwidth cpu)
-elif [ "$mode" = peers ]; then
+elif [ "$mode" = peers ] || [ "$mode" = e2e ]; then
+    first=${FIRST_RUN:-1}
+    [ "${RENDER:-0}" = 1 ] && first=$((runs + 1))
+    if [ "$first" -le "$runs" ]; then
+        echo "$(date -u +%Y-%m-%d): $(uname -n 2>/dev/null || echo ?), $cpu_model, $(nproc) cores${gpu:+, $gpu}" >>"$OUTDIR/machine.txt"
+    fi
+fi
+if [ "$mode" = peers ]; then
     PYTHON=${PYTHON:-python3}
     parts=${PEERS_PARTS:-bitlinear matmul linalg}
     PS=${PEERS_SHAPES:-16384x16384,4096x14336,14336x4096,4096x4096}
@@ -372,8 +397,14 @@ elif [ "$mode" = peers ]; then
     LQ="--device opencl --threads $nt --op qr,svd --shape ${LN}x$LN --min-reps 1 --min-time 0.1 --warmup 1"
     BT=$PT${PTN:+,$PTN}
     have_torch=0
-    "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 && have_torch=1
-    r=1
+    if [ "$first" -le "$runs" ]; then
+        "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 && have_torch=1
+    else # rendering: torch ran where its output is
+        for f in "$OUTDIR"/peers-bf16-1.txt "$OUTDIR"/peers-f32-1.txt "$OUTDIR"/peers-la-torch-1.txt; do
+            [ -s "$f" ] && have_torch=1
+        done
+    fi
+    r=$first
     while [ "$r" -le "$runs" ]; do
         case " $parts " in *" bitlinear "*)
             measure_run peers-bl "$r" $PB --tokens "$PT"
@@ -407,7 +438,7 @@ elif [ "$mode" = e2e ]; then
     EK="--device opencl --op bitlinear --shape $ES --tokens $ET --keep-weights --scale row --min-time 0.2"
     ER="--device opencl --op bitlinear --shape $ES --tokens $ET --resident --scale row --min-time 0.2"
     EF="--device cpu,opencl --op ffn --shape $FS --tokens $FT --scale row --min-time 0.2"
-    r=1
+    r=$first
     while [ "$r" -le "$runs" ]; do
         measure_run e2e-kept "$r" $EK
         measure_run e2e-resident "$r" $ER
@@ -415,7 +446,7 @@ elif [ "$mode" = e2e ]; then
         r=$((r + 1))
     done
     bw=$(rooflines e2e)
-else
+elif [ "$mode" = gpu ]; then
     G="--device opencl --op copy,bitlinear --shape 4096x4096 --shape 4096x14336 --shape 16384x16384 --tokens 1,8,64 --scale row --keep-weights"
     measure gpu-bitlinear $G
     measure gpu-energy --device opencl --op bitlinear --shape 4096x14336 --tokens 1,64 --scale row --keep-weights --energy
@@ -423,10 +454,19 @@ else
     bw="$(bandwidth opencl) (GPU); $(bandwidth cpu) (host CPU)"
 fi
 
-echo "### Measured on $(uname -n 2>/dev/null || echo ?): $cpu_model, $(nproc) cores${gpu:+, $gpu}"
-echo
-echo "$(date -u +%Y-%m-%d) at commit $commit, $runs runs of each command; ranges are the lowest and highest"
-echo "median over the runs; bandwidth measured by bitnet-bench in the same runs: $bw."
+if [ "$mode" = peers ] || [ "$mode" = e2e ]; then
+    [ -s "$OUTDIR/machine.txt" ] || { echo "$0: no runs in $OUTDIR (machine.txt missing)" >&2; exit 2; }
+    echo "### Measured on $(sed 's/^[^:]*: //' "$OUTDIR/machine.txt" | sort -u | paste -sd ';' - | sed 's/;/; and on /g')"
+    echo
+    echo "At commit $commit, measured on $(cut -d: -f1 "$OUTDIR/machine.txt" | sort -u | paste -sd ',' - | sed 's/,/, /g');"
+    echo "ranges are the lowest and highest median over the runs (each table says how many); bandwidth measured by"
+    echo "bitnet-bench in the same runs: $bw."
+else
+    echo "### Measured on $(uname -n 2>/dev/null || echo ?): $cpu_model, $(nproc) cores${gpu:+, $gpu}"
+    echo
+    echo "$(date -u +%Y-%m-%d) at commit $commit, $runs runs of each command; ranges are the lowest and highest"
+    echo "median over the runs; bandwidth measured by bitnet-bench in the same runs: $bw."
+fi
 if [ "$mode" = cpu ]; then
     section "BitLinear and the float baseline (weights rotated past the caches)" "bitnet-bench $A --op copy,bitlinear,matmul_f32 --tokens 1,8 --baseline openblas"
     table cpu-bitlinear
@@ -465,7 +505,7 @@ elif [ "$mode" = peers ]; then
         set -- "bitnet-bench $PB --tokens $PT"
         [ -z "$PTN" ] || set -- "$@" "bitnet-bench $PB --tokens $PTN --no-check"
         [ $have_torch = 0 ] || set -- "$@" "TOKENS=$BT $PYTHON tests/device/cublas_bf16.py $(echo "$PS" | tr , ' ')"
-        section "BitLinear against cuBLAS bf16 and torch._int_mm (kernel medians, weights kept, row scales)" "$@"
+        section "BitLinear against cuBLAS bf16 and torch._int_mm (kernel medians, weights kept, row scales; $(nruns peers-bl))" "$@"
         peers_bitlinear
         echo
         echo "\"ours vs\" is the other's time over ours, run by run; int_mm (int8, cuBLASLt) is timed above 16 tokens only."
@@ -474,7 +514,7 @@ elif [ "$mode" = peers ]; then
     case " $parts " in *" matmul "*)
         set -- "bitnet-bench $MB" "BITNET_OCL_MATMUL=clblast bitnet-bench $MB"
         [ $have_torch = 0 ] || set -- "$@" "TOKENS=$MT $PYTHON tests/device/torch_f32.py matmul $(echo "$MS" | tr , ' ')"
-        section "Float products: own kernels against CLBlast and cuBLAS fp32 (kernel medians, weights kept)" "$@"
+        section "Float products: own kernels against CLBlast and cuBLAS fp32 (kernel medians, weights kept; $(nruns peers-mm))" "$@"
         peers_matmul
         echo
         echo "\"own\" is the default choice (BITNET_OCL_MATMUL unset): the project's kernels on NVIDIA GPUs, CLBlast elsewhere;"
@@ -484,14 +524,14 @@ elif [ "$mode" = peers ]; then
     case " $parts " in *" linalg "*)
         set -- "bitnet-bench $LC" "bitnet-bench $LO" "bitnet-bench $LQ"
         [ $have_torch = 0 ] || set -- "$@" "$PYTHON tests/device/torch_f32.py linalg $LN"
-        section "Linear algebra, ${LN}x$LN f32: the host's LAPACK, OpenCL and torch (cuSOLVER)" "$@"
+        section "Linear algebra, ${LN}x$LN f32: the host's LAPACK, OpenCL and torch (cuSOLVER; $(nruns peers-la-cpu))" "$@"
         peers_linalg
         echo
         echo "Host and torch: medians of the whole call; OpenCL: the end-to-end median, in parentheses the sum of its kernel times."
         ;;
     esac
 elif [ "$mode" = e2e ]; then
-    section "The caller's view: kernel against end-to-end time" "bitnet-bench $EK" "bitnet-bench $ER" "bitnet-bench $EF"
+    section "The caller's view: kernel against end-to-end time ($(nruns e2e-kept))" "bitnet-bench $EK" "bitnet-bench $ER" "bitnet-bench $EF"
     e2e_table
     echo
     echo "\"kernel\" is the sum of the call's kernel times (profiling on), \"e2e\" the median wall time of the library call with"

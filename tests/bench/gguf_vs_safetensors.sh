@@ -3,7 +3,8 @@
 # from GGUF and from safetensors to .bnt (the GGUF target: >= 80% of the
 # safetensors speed).  Generates the inputs (numpy + gguf + safetensors
 # Python packages) in a scratch folder, runs each conversion RUNS times
-# alternately under /usr/bin/time, prints every run and the medians.
+# alternately under /usr/bin/time, prints every run, the medians and, last,
+# the row of the README's table (the peak RSS is the largest of the runs).
 # usage: sh tests/bench/gguf_vs_safetensors.sh [BUILD_BIN_DIR] [RUNS] [LEVEL]
 set -eu
 BIN=${1:-build/bin}
@@ -34,3 +35,9 @@ for f in gguf safetensors; do
     grep "^$f " "$W/all" | awk '{print $2}' | sort -n | awk -v f="$f" '{a[NR]=$1} END {print f, "median", a[int((NR+1)/2)], "s"}'
     grep "^$f " "$W/all" | awk '{print $3}' | sort -n | awk -v f="$f" '{a[NR]=$1} END {print f, "max RSS (median)", a[int((NR+1)/2)], "KiB"}'
 done
+# the README's table row: level, runs, the two medians, their ratio (GGUF
+# speed over safetensors speed = safetensors time over GGUF time), peak RSS
+med() { grep "^$1 " "$W/all" | awk -v c="$2" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+g=$(med gguf 2) s=$(med safetensors 2) rss=$(awk '{print $3}' "$W/all" | sort -n | tail -1)
+awk -v l="$LEVEL" -v r="$RUNS" -v g="$g" -v s="$s" -v m="$rss" \
+    'BEGIN { printf "| %s | %s | %.3g s | %.3g s | %.2f× | %.1f MiB |\n", l, r, g, s, s / g, m / 1024 }'

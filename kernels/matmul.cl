@@ -10,7 +10,8 @@
  * (MT_TN / MT_RN) items, each an MT_RM x MT_RN block held in registers.  K
  * is walked in steps of MT_TK: each step copies a token tile and a weight
  * tile into local memory (k-major, so the inner loop reads both as rows), the
- * weights' rows as float4s of MT_TK floats each.  Work-group z takes k in
+ * weights' rows as float4s of MT_TK floats each, the next step's loads
+ * issued before this step's products.  Work-group z takes k in
  * [z kchunk, (z+1) kchunk): with one part y is written whole (bias,
  * activation), with several each writes its partial sums to part
  * [parts x tokens x out] and mm_nt_sum adds them in order. */
@@ -39,30 +40,46 @@
 #define MT_V4 1 /* the inner loop reads the tiles in float4s */
 #endif
 
-/* rows [r0, r0 + n) x k [k0, k0 + MT_TK) of the row-major src (ld columns;
+/* Rows [r0, r0 + n) x k [k0, k0 + MT_TK) of the row-major src (ld columns;
  * rows below `rows` and k below kend exist, the rest reads as 0) into
- * l[k * stride + row]. */
-inline void mt_tile(__local float *l, const int stride, const int n, __global const float *src, const bn_size ld,
-                    const bn_size r0, const bn_size rows, const bn_size k0, const bn_size kend, const int id)
+ * l[k * stride + row], in two steps so that the loads of the next k step are
+ * in flight while this one computes: mt_load reads into registers the
+ * float4s that work-item id copies (at most MT_MAXV), mt_store puts them in
+ * local memory. */
+#define MT_MAXV ((MT_TM > MT_TN ? MT_TM : MT_TN) * (MT_TK / 4) / MT_NTH + 1)
+inline void mt_load(float4 *v, const int n, __global const float *src, const bn_size ld, const bn_size r0,
+                    const bn_size rows, const bn_size k0, const bn_size kend, const int id)
 {
-    for (int e = id; e < n * (MT_TK / 4); e += MT_NTH) {
-        const int r = e / (MT_TK / 4), kq = e % (MT_TK / 4) * 4;
-        const bn_size gr = r0 + r, gk = k0 + kq;
-        float4 v = (float4)(0.0f);
-        if (gr < rows && gk < kend) {
-            const __global float *p = src + gr * ld + gk;
-            if (gk + 4 <= kend) {
-                v = vload4(0, p);
-            } else {
-                v.x = p[0];
-                if (gk + 1 < kend) v.y = p[1];
-                if (gk + 2 < kend) v.z = p[2];
+    for (int i = 0; i < MT_MAXV; i++) {
+        const int e = id + i * MT_NTH;
+        float4 a = (float4)(0.0f);
+        if (e < n * (MT_TK / 4)) {
+            const int r = e / (MT_TK / 4), kq = e % (MT_TK / 4) * 4;
+            const bn_size gr = r0 + r, gk = k0 + kq;
+            if (gr < rows && gk < kend) {
+                const __global float *p = src + gr * ld + gk;
+                if (gk + 4 <= kend) {
+                    a = vload4(0, p);
+                } else {
+                    a.x = p[0];
+                    if (gk + 1 < kend) a.y = p[1];
+                    if (gk + 2 < kend) a.z = p[2];
+                }
             }
         }
-        l[(kq + 0) * stride + r] = v.x;
-        l[(kq + 1) * stride + r] = v.y;
-        l[(kq + 2) * stride + r] = v.z;
-        l[(kq + 3) * stride + r] = v.w;
+        v[i] = a;
+    }
+}
+inline void mt_store(__local float *l, const int stride, const int n, const float4 *v, const int id)
+{
+    for (int i = 0; i < MT_MAXV; i++) {
+        const int e = id + i * MT_NTH;
+        if (e >= n * (MT_TK / 4)) break;
+        const int r = e / (MT_TK / 4), kq = e % (MT_TK / 4) * 4;
+        l[(kq + 0) * stride + r] = v[i].x;
+        l[(kq + 1) * stride + r] = v[i].y;
+        l[(kq + 2) * stride + r] = v[i].z;
+        l[(kq + 3) * stride + r] = v[i].w;
     }
 }
 
@@ -91,10 +108,17 @@ void mm_nt(__global const float *x, __global const float *w, __global const floa
     float acc[MT_RM][MT_RN];
     for (int i = 0; i < MT_RM; i++)
         for (int j = 0; j < MT_RN; j++) acc[i][j] = 0.0f;
+    float4 xv[MT_MAXV], wv[MT_MAXV];
+    mt_load(xv, MT_TM, x, in, t0, tokens, kb, ke, id);
+    mt_load(wv, MT_TN, w, in, o0, out, kb, ke, id);
     for (bn_size k0 = kb; k0 < ke; k0 += MT_TK) {
-        mt_tile(xs, MT_TM + MT_PAD, MT_TM, x, in, t0, tokens, k0, ke, id);
-        mt_tile(ws, MT_TN + MT_PAD, MT_TN, w, in, o0, out, k0, ke, id);
+        mt_store(xs, MT_TM + MT_PAD, MT_TM, xv, id);
+        mt_store(ws, MT_TN + MT_PAD, MT_TN, wv, id);
         barrier(CLK_LOCAL_MEM_FENCE);
+        if (k0 + MT_TK < ke) { /* the next step's loads, in flight during this one */
+            mt_load(xv, MT_TM, x, in, t0, tokens, k0 + MT_TK, ke, id);
+            mt_load(wv, MT_TN, w, in, o0, out, k0 + MT_TK, ke, id);
+        }
         for (int k = 0; k < MT_TK; k++) {
             float a[MT_RM], b[MT_RN];
 #ifdef MT_V4

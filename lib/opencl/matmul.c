@@ -26,6 +26,14 @@
  *     64,32,16,4,4 198 us, 64,64,32,8,8 280 us, and at the other shapes.
  *     The k split (5 parts there on 132 compute units) against none, in an
  *     earlier version of the kernel on an H200: 202 against 532 us.
+ *     Each k step's loads are issued before the previous step's products
+ *     (registers, then local memory): H200, 2026-11-26, kernel medians, two
+ *     alternating rounds against loading each step after its barrier, at 17
+ *     and 64 tokens: 4096 x 4096 128.5 and 142 us against 139 and 153;
+ *     4096 x 14336 419-422 and 447-450 against 466-468 and 495;
+ *     16384 x 16384 1561-1568 and 1714-1717 against 1704-1707 and 1869.
+ *     With it, 64,128,16,4,8 (167, 521, 1755 us at 64 tokens) and
+ *     64,64,32,4,4 (146, 476, 1767) still lost to the default.
  * On other devices CLBlast: on PoCL (CPU, 1024 x 1024) it won at 1 and 64
  * tokens (0.34 against 0.56-0.62 ms, 25.9 against 51.0 ms for the former
  * tiled kernel).  BITNET_OCL_MATMUL=own or =clblast forces one (for

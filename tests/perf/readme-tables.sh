@@ -390,6 +390,9 @@ if [ "$mode" = peers ]; then
     MT=${MM_TOKENS:-1,8,16,64}
     LN=${LA_N:-4096}
     nt=$(nproc)
+    if [ "$first" -gt "$runs" ]; then # rendering: the measuring machine's cores
+        nt=$(sed -n 's/.*, \([0-9][0-9]*\) cores.*/\1/p' "$OUTDIR/machine.txt" | head -1)
+    fi
     PB="--device opencl --op bitlinear --scale row --keep-weights --shape $PS --min-time 0.1"
     MB="--device opencl --op matmul_f32 --keep-weights --shape $MS --tokens $MT --min-time 0.1"
     LC="--device cpu --threads $nt --op cholesky,qr,svd --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"

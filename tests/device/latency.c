@@ -173,6 +173,35 @@ static void op_like(int n, size_t xb, size_t yb, int ev, cl_command_queue q, voi
     printf("%-72s %8.1f us\n", what, median(v, REPS));
 }
 
+/* The caller's view of a one-token BitLinear on a plain queue: a 64 KB
+ * write from pinned memory, a one-work-group kernel (the quantizer), a spin
+ * kernel of `iters` (the GEMV), a 64 KB read and the wait.  flush: 0 none
+ * (the driver submits when it likes), 1 clFlush after the write, 2 after the
+ * write and after each kernel; so that the device starts while the host
+ * still enqueues. */
+static void op_flush(int iters, int flush, void *pinned)
+{
+    double v[REPS];
+    const size_t g1 = 128, l1 = 128, g = 132 * 1024, l = 256;
+    CK(clSetKernelArg(kspin, 1, sizeof iters, &iters));
+    for (int r = 0; r < REPS + 20; r++) {
+        cl_event rd;
+        const double t0 = now_us();
+        CK(clEnqueueWriteBuffer(qn, dbuf, CL_FALSE, 32u << 20, 65536, (char *)pinned + (1u << 23), 0, NULL, NULL));
+        if (flush) CK(clFlush(qn));
+        CK(clEnqueueNDRangeKernel(qn, kempty, 1, NULL, &g1, &l1, 0, NULL, NULL));
+        if (flush > 1) CK(clFlush(qn));
+        CK(clEnqueueNDRangeKernel(qn, kspin, 1, NULL, &g, &l, 0, NULL, NULL));
+        if (flush > 1) CK(clFlush(qn));
+        CK(clEnqueueReadBuffer(qn, dbuf, CL_FALSE, 0, 65536, pinned, 0, NULL, &rd));
+        CK(clWaitForEvents(1, &rd));
+        if (r >= 20) v[r - 20] = now_us() - t0;
+        clReleaseEvent(rd);
+    }
+    printf("op: 64 KB write, 1 + spin (%5d iters) kernels, 64 KB read, plain, flush %d: %7.1f us\n", iters, flush,
+           median(v, REPS));
+}
+
 /* a kernel of known device time, then a 64 KB read: the host's view past the kernel */
 static void spin_then_read(cl_command_queue q, void *pinned, int iters)
 {
@@ -316,6 +345,10 @@ int main(void)
     op_like(4, 65536, 65536, 1, qp, pinned, "op: 64 KB write, 4 kernels, 64 KB read (pinned), profiling+events");
     op_like(4, 65536, 65536, 0, qn, pinned, "op: 64 KB write, 4 kernels, 64 KB read (pinned), plain");
     op_like(4, 1u << 20, 1u << 20, 0, qn, pinned, "op: 1 MB write, 4 kernels, 1 MB read (pinned), plain");
+    for (int f = 0; f < 3; f++) {
+        op_flush(0, f, pinned);
+        op_flush(2000, f, pinned);
+    }
     spin_then_read(qp, pinned, 0);
     spin_then_read(qp, pinned, 2000);
     spin_then_read(qp, pinned, 20000);

@@ -46,7 +46,8 @@
 # PEERS_TOKENS (1,8,64) and PEERS_TOKENS_NOCHECK (512: run with --no-check,
 # the reference being slow there; empty for none), MM_SHAPES
 # (4096x4096,4096x14336,16384x16384), MM_TOKENS (1,8,16,64), LA_N (4096),
-# PEERS_PARTS (which tables: "bitlinear matmul linalg"), E2E_SHAPES
+# PEERS_PARTS (which tables: "bitlinear matmul linalg quant"), QUANT_SHAPE
+# (4096x4096), E2E_SHAPES
 # (16384x16384,4096x14336), E2E_TOKENS (1,64), FFN_SHAPE (4096x14336),
 # FFN_TOKENS (1,8,64); PYTHON (python3).
 # A device call has a time limit, so peers and e2e can be measured in parts
@@ -322,6 +323,21 @@ peers_linalg() {
         "$OUTDIR"/peers-la-torch-[0-9]*.txt
 }
 
+# peers_quant: weight quantization on the GPU against the host CPU and torch
+peers_quant() {
+    echo "| shape | GPU kernels µs | host CPU µs | torch µs | GPU vs host CPU | GPU vs torch |"
+    echo "|---|---:|---:|---:|---:|---:|"
+    # shellcheck disable=SC2016 # an awk program
+    awkf -F, -v runs="$runs" -v shape="$QS" "$LIB"'
+        FILENAME ~ /\.csv$/ && $1 == "quantize_weights" { put($3 == "cpu" ? "cpu" : "gpu", "q", run, $8 * 1000) }
+        FILENAME ~ /\.txt$/ && W[1] == "torch" && W[2] == "absmean" { for (i = 1; i < nw; i++) if (W[i] == "median") put("torch", "q", run, W[i + 1]) }
+        END {
+            a = ratio("cpu", "gpu", "q"); if (rnum(rlo) + 0 > 1) a = a " faster"
+            b = ratio("torch", "gpu", "q"); if (rnum(rlo) + 0 > 1) b = b " faster"
+            printf "| %s | %s | %s | %s | %s | %s |\n", shp(shape), rng("gpu", "q"), rng("cpu", "q"), rng("torch", "q"), a, b
+        }' -- "$OUTDIR"/peers-q-[0-9]*.csv "$OUTDIR"/peers-q-torch-[0-9]*.txt
+}
+
 # e2e_table: kernel against end-to-end time, case by case, then the ffn block GPU against host
 e2e_table() {
     echo "| case | shape | tokens | kernel µs | e2e µs | e2e / kernel |"
@@ -382,7 +398,8 @@ elif [ "$mode" = peers ] || [ "$mode" = e2e ]; then
 fi
 if [ "$mode" = peers ]; then
     PYTHON=${PYTHON:-python3}
-    parts=${PEERS_PARTS:-bitlinear matmul linalg}
+    parts=${PEERS_PARTS:-bitlinear matmul linalg quant}
+    QS=${QUANT_SHAPE:-4096x4096}
     PS=${PEERS_SHAPES:-16384x16384,4096x14336,14336x4096,4096x4096}
     PT=${PEERS_TOKENS:-1,8,64}
     PTN=${PEERS_TOKENS_NOCHECK-512}
@@ -398,12 +415,14 @@ if [ "$mode" = peers ]; then
     LC="--device cpu --threads $nt --op cholesky,qr,svd --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
     LO="--device opencl --threads $nt --op cholesky --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
     LQ="--device opencl --threads $nt --op qr,svd --shape ${LN}x$LN --min-reps 1 --min-time 0.1 --warmup 1"
+    QB="--device cpu,opencl --threads $nt --op quantize_weights --shape $QS --scale tensor --min-time 0.2"
     BT=$PT${PTN:+,$PTN}
     have_torch=0
     if [ "$first" -le "$runs" ]; then
         "$PYTHON" -c 'import sys, torch; sys.exit(not torch.cuda.is_available())' >/dev/null 2>&1 && have_torch=1
     else # rendering: torch ran where its output is
-        for f in "$OUTDIR"/peers-bf16-1.txt "$OUTDIR"/peers-f32-1.txt "$OUTDIR"/peers-la-torch-1.txt; do
+        for f in "$OUTDIR"/peers-bf16-1.txt "$OUTDIR"/peers-f32-1.txt "$OUTDIR"/peers-la-torch-1.txt \
+            "$OUTDIR"/peers-q-torch-1.txt; do
             [ -s "$f" ] && have_torch=1
         done
     fi
@@ -428,6 +447,11 @@ if [ "$mode" = peers ]; then
             measure_run peers-la-ocl "$r" $LO
             measure_run peers-la-ocl-qr "$r" $LQ
             [ $have_torch = 0 ] || torch_run peers-la-torch "$r" "$PYTHON" tests/device/torch_f32.py linalg "$LN"
+            ;;
+        esac
+        case " $parts " in *" quant "*)
+            measure_run peers-q "$r" $QB
+            [ $have_torch = 0 ] || torch_run peers-q-torch "$r" "$PYTHON" tests/device/torch_absmean.py "$QS"
             ;;
         esac
         r=$((r + 1))
@@ -531,6 +555,16 @@ elif [ "$mode" = peers ]; then
         peers_linalg
         echo
         echo "Host and torch: medians of the whole call; OpenCL: the end-to-end median, in parentheses the sum of its kernel times."
+        ;;
+    esac
+    case " $parts " in *" quant "*)
+        set -- "bitnet-bench $QB"
+        [ $have_torch = 0 ] || set -- "$@" "$PYTHON tests/device/torch_absmean.py $QS"
+        section "Weight quantization (absmean, per tensor): the GPU against the host CPU and torch ($(nruns peers-q))" "$@"
+        peers_quant
+        echo
+        echo "GPU: the sum of the call's kernel times (the upload of the float weights not counted); host CPU: the call's time;"
+        echo "torch: the unfused expression of tests/device/torch_absmean.py on the same GPU, CUDA events; ratios run by run."
         ;;
     esac
 elif [ "$mode" = e2e ]; then

@@ -4,18 +4,23 @@
 # the cache (bitnet-bench --llc 1, one set), against ggml's MUL_MAT of
 # type_a=tq2_0 at m=4096, n=1 and 8, k=14336 (test-backend-ops perf, whose
 # default perf cases include them), the two alternating RUNS times on this
-# machine.  ggml is not a dependency: build it from its public source
-# (CPU backend) and give its test-backend-ops.  Prints one Markdown row per
-# token count with the ranges of the medians over the runs.
+# machine, on the same number of threads: test-backend-ops gives ggml's CPU
+# backend half the hardware threads (hardware_concurrency / 2) and has no
+# option to change it, so bitnet-bench runs with --threads THREADS, by
+# default max(1, nproc / 2).  ggml is not a dependency: build it from its
+# public source (CPU backend) and give its test-backend-ops.  Prints one
+# Markdown row per token count with the ranges of the medians over the runs.
 #
 #   sh tests/perf/ggml-tq2.sh PATH/TO/test-backend-ops [RUNS] [LABEL]
 #
 # Environment: BENCH (default build/bin/bitnet-bench), OUTDIR (default
-# perf-out/ggml: the raw outputs of every run).
+# perf-out/ggml: the raw outputs of every run), THREADS.
 set -eu
 tbo=${1:-}
 runs=${2:-3}
-label=${3:-$(uname -n 2>/dev/null || echo ?), $(nproc) threads}
+threads=${THREADS:-$(($(nproc) / 2))}
+[ "$threads" -ge 1 ] || threads=1
+label=${3:-$(uname -n 2>/dev/null || echo ?), $threads of $(nproc) threads}
 if [ -z "$tbo" ] || [ ! -x "$tbo" ]; then
     echo "usage: $0 PATH/TO/test-backend-ops [RUNS] [LABEL]" >&2
     exit 2
@@ -27,9 +32,9 @@ OUTDIR=${OUTDIR:-perf-out/ggml}
 mkdir -p "$OUTDIR"
 r=1
 while [ "$r" -le "$runs" ]; do
-    "$BENCH" --device cpu --op bitlinear --shape 4096x14336 --tokens 1,8 --scale tensor --llc 1 --format csv \
-        -o "$OUTDIR/bitnet-$r.csv"
-    "$tbo" perf -o MUL_MAT -b CPU >"$OUTDIR/ggml-$r.txt" 2>&1
+    "$BENCH" --device cpu --threads "$threads" --op bitlinear --shape 4096x14336 --tokens 1,8 --scale tensor --llc 1 \
+        --format csv -o "$OUTDIR/bitnet-$r.csv"
+    "$tbo" perf -o MUL_MAT -b CPU -p 'type_a=tq2_0,type_b=f32,m=4096,n=(1|8),k=14336,' >"$OUTDIR/ggml-$r.txt" 2>&1
     r=$((r + 1))
 done
 echo "| machine | tokens | bitnet | ggml TQ2_0 | ratio |"

@@ -55,7 +55,10 @@
 # (RUNS is then the last run's number), RENDER=1 measures nothing and renders
 # what OUTDIR holds (runs 1 to RUNS).  Each measuring call adds a line
 # naming the machine and the date to OUTDIR/machine.txt, which the header
-# quotes, and each table says how many runs it has.
+# quotes, and each table says how many runs it has.  CHECK=0 adds --no-check
+# to their BitLinear, float-product and ffn commands (the reference checks
+# of the big products at 64 tokens take much of a run: the unit tests check
+# the same kernels exactly).
 set -eu
 mode=${1:-}
 runs=${2:-3}
@@ -390,6 +393,8 @@ elif [ "$mode" = host ]; then
     done
     bw=$(bandwidth cpu)
 elif [ "$mode" = peers ] || [ "$mode" = e2e ]; then
+    nc=""
+    [ "${CHECK:-1}" = 0 ] && nc=" --no-check"
     first=${FIRST_RUN:-1}
     [ "${RENDER:-0}" = 1 ] && first=$((runs + 1))
     if [ "$first" -le "$runs" ]; then
@@ -410,8 +415,8 @@ if [ "$mode" = peers ]; then
     if [ "$first" -gt "$runs" ]; then # rendering: the measuring machine's cores
         nt=$(sed -n 's/.*, \([0-9][0-9]*\) cores.*/\1/p' "$OUTDIR/machine.txt" | head -1)
     fi
-    PB="--device opencl --op bitlinear --scale row --keep-weights --shape $PS --min-time 0.1"
-    MB="--device opencl --op matmul_f32 --keep-weights --shape $MS --tokens $MT --min-time 0.1"
+    PB="--device opencl --op bitlinear --scale row --keep-weights --shape $PS --min-time 0.1$nc"
+    MB="--device opencl --op matmul_f32 --keep-weights --shape $MS --tokens $MT --min-time 0.1$nc"
     LC="--device cpu --threads $nt --op cholesky,qr,svd --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
     LO="--device opencl --threads $nt --op cholesky --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
     LQ="--device opencl --threads $nt --op qr,svd --shape ${LN}x$LN --min-reps 1 --min-time 0.1 --warmup 1"
@@ -462,9 +467,9 @@ elif [ "$mode" = e2e ]; then
     ET=${E2E_TOKENS:-1,64}
     FS=${FFN_SHAPE:-4096x14336}
     FT=${FFN_TOKENS:-1,8,64}
-    EK="--device opencl --op bitlinear --shape $ES --tokens $ET --keep-weights --scale row --min-time 0.2"
-    ER="--device opencl --op bitlinear --shape $ES --tokens $ET --resident --scale row --min-time 0.2"
-    EF="--device cpu,opencl --op ffn --shape $FS --tokens $FT --scale row --min-time 0.2"
+    EK="--device opencl --op bitlinear --shape $ES --tokens $ET --keep-weights --scale row --min-time 0.2$nc"
+    ER="--device opencl --op bitlinear --shape $ES --tokens $ET --resident --scale row --min-time 0.2$nc"
+    EF="--device cpu,opencl --op ffn --shape $FS --tokens $FT --scale row --min-time 0.2$nc"
     r=$first
     while [ "$r" -le "$runs" ]; do
         measure_run e2e-kept "$r" $EK

@@ -31,13 +31,14 @@ for i in $(seq "$RUNS"); do
         echo "$f $(cat "$W/t")" | tee -a "$W/all"
     done
 done
+# med FORMAT COLUMN: the median of COLUMN (2 seconds, 3 max RSS KiB) over FORMAT's runs
+med() { grep "^$1 " "$W/all" | awk -v c="$2" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 for f in gguf safetensors; do
-    grep "^$f " "$W/all" | awk '{print $2}' | sort -n | awk -v f="$f" '{a[NR]=$1} END {print f, "median", a[int((NR+1)/2)], "s"}'
-    grep "^$f " "$W/all" | awk '{print $3}' | sort -n | awk -v f="$f" '{a[NR]=$1} END {print f, "max RSS (median)", a[int((NR+1)/2)], "KiB"}'
+    echo "$f median $(med "$f" 2) s"
+    echo "$f max RSS (median) $(med "$f" 3) KiB"
 done
 # the README's table row: level, runs, the two medians, their ratio (GGUF
 # speed over safetensors speed = safetensors time over GGUF time), peak RSS
-med() { grep "^$1 " "$W/all" | awk -v c="$2" '{print $c}' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 g=$(med gguf 2) s=$(med safetensors 2) rss=$(awk '{print $3}' "$W/all" | sort -n | tail -1)
 awk -v l="$LEVEL" -v r="$RUNS" -v g="$g" -v s="$s" -v m="$rss" \
     'BEGIN { printf "| %s | %s | %.3g s | %.3g s | %.2f× | %.1f MiB |\n", l, r, g, s, s / g, m / 1024 }'

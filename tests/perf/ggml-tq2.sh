@@ -41,29 +41,16 @@ echo "| machine | tokens | bitnet | ggml TQ2_0 | ratio |"
 echo "|---|---:|---:|---:|---:|"
 # bitnet-bench's csv: op,variant,device,shape,m,k,tokens,time_ms,...; ggml's
 # lines: "  MUL_MAT(type_a=tq2_0,type_b=f32,m=4096,n=1,k=14336,...): N runs - T us/run - ..."
-awk -v runs="$runs" -v label="$label" '
-    function num(x) { return (x >= 999.5) ? sprintf("%.0f", x) : sprintf("%.3g", x) }
-    function rng(lo, hi) { return (num(lo) == num(hi)) ? num(lo) : num(lo) "-" num(hi) }
-    function add(k, v) { if (!((k) in lo) || v < lo[k]) lo[k] = v; if (!((k) in hi) || v > hi[k]) hi[k] = v }
-    FNR == 1 { f = FILENAME; sub(/.*\//, "", f); run = f; sub(/^[a-z]*-/, "", run); sub(/\..*$/, "", run) }
-    run + 0 > runs + 0 { next } # runs of an older call in OUTDIR
-    f ~ /^bitnet-/ && $0 ~ /^bitlinear,/ { split($0, c, ","); us[run, c[7]] = c[8] * 1000; add("b" c[7], c[8] * 1000) }
-    f ~ /^ggml-/ && /MUL_MAT\(type_a=tq2_0,/ && /,m=4096,/ && /,k=14336,/ && / us\/run/ {
-        if (!match($0, /,n=[0-9]+,/)) next
+# (ranges and ratios by tests/perf/runs.awk, as readme-tables.sh makes them)
+# shellcheck disable=SC2016 # an awk program
+awk -F, -v runs="$runs" -v label="$label" "$(cat "$(dirname "$0")/runs.awk")"'
+    file == "bitnet" && $1 == "bitlinear" { put("b", $7, run, $8 * 1000) }
+    file == "ggml" && /MUL_MAT\(type_a=tq2_0,/ && /,m=4096,/ && /,k=14336,/ && / us\/run/ && match($0, /,n=[0-9]+,/) {
         n = substr($0, RSTART + 3, RLENGTH - 4)
         t = $0; sub(/ us\/run.*/, "", t); sub(/.* /, "", t)
-        g[run, n] = t + 0; add("g" n, t + 0)
+        put("g", n, run, t)
     }
     END {
-        split("1 8", T, " ")
-        for (i = 1; i <= 2; i++) {
-            n = T[i]; rl = ""; rh = ""
-            for (r = 1; r <= runs; r++)
-                if (((r, n) in us) && ((r, n) in g) && us[r, n] > 0) {
-                    q = g[r, n] / us[r, n]; if (rl == "" || q < rl) rl = q; if (rh == "" || q > rh) rh = q
-                }
-            if (!(("b" n) in lo) || !(("g" n) in lo)) { printf "| %s | %s | - | - | - |\n", label, n; continue }
-            printf "| %s | %s | %s µs | %s µs | %s× |\n", label, n, rng(lo["b" n], hi["b" n]), rng(lo["g" n], hi["g" n]),
-                (rl == "") ? "-" : (sprintf("%.1f", rl) == sprintf("%.1f", rh)) ? sprintf("%.1f", rl) : sprintf("%.1f-%.1f", rl, rh)
-        }
+        for (n = 1; n <= 8; n += 7)
+            printf "| %s | %s | %s µs | %s µs | %s |\n", label, n, rng("b", n), rng("g", n), ratio("g", "b", n)
     }' "$OUTDIR"/bitnet-[0-9]*.csv "$OUTDIR"/ggml-[0-9]*.txt

@@ -14,7 +14,9 @@
 #                                               product's own kernels against
 #                                               CLBlast and cuBLAS fp32, and
 #                                               Cholesky/QR/SVD on the host's
-#                                               LAPACK, OpenCL and torch
+#                                               LAPACK, OpenCL and torch, weight
+#                                               quantization on the GPU, the host
+#                                               and torch
 #   sh tests/perf/readme-tables.sh e2e [RUNS]   the caller's view (GPU machine):
 #                                               kernel against end-to-end time of
 #                                               BitLinear through host pointers
@@ -47,9 +49,8 @@
 # the reference being slow there; empty for none), MM_SHAPES
 # (4096x4096,4096x14336,16384x16384), MM_TOKENS (1,8,16,64), LA_N (4096),
 # PEERS_PARTS (which tables: "bitlinear matmul linalg quant"), QUANT_SHAPE
-# (4096x4096), E2E_SHAPES
-# (16384x16384,4096x14336), E2E_TOKENS (1,64), FFN_SHAPE (4096x14336),
-# FFN_TOKENS (1,8,64); PYTHON (python3).
+# (4096x4096), E2E_SHAPES (16384x16384,4096x14336), E2E_TOKENS (1,64),
+# FFN_SHAPE (4096x14336), FFN_TOKENS (1,8,64); PYTHON (python3).
 # A device call has a time limit, so peers and e2e can be measured in parts
 # into one OUTDIR and rendered after: FIRST_RUN=N numbers the runs from N
 # (RUNS is then the last run's number), RENDER=1 measures nothing and renders
@@ -207,44 +208,8 @@ torch_run() {
     fi
 }
 
-# awk functions of the peers and e2e tables.  put(NAME, KEY, R, V) keeps a
-# value of run R; rng(NAME, KEY) is its range over the runs ("-" for none);
-# ratio(A, B, KEY) the range of A/B taken run by run (its low end left in
-# rlo); runof(FILE) the run of a file NAME-R.csv or NAME-R.txt (0 past RUNS);
-# kv(KEY) the value of KEY=V among the fields W[] of a torch line.
-# shellcheck disable=SC2016 # an awk program
-LIB='
-function num(x) { return (x >= 999.5) ? sprintf("%.0f", x) : sprintf("%.3g", x) }
-function rnum(x) { return sprintf((x < 9.995) ? "%.2f" : "%.1f", x) }
-function span(a, b, f) { a = f ? rnum(a) : num(a); b = f ? rnum(b) : num(b); return (a == b) ? a : a "-" b }
-function put(n, k, r, v) { if (v != "") val[n, k, r] = v + 0 }
-function rng(n, k,   r, v, lo, hi, any) {
-    for (r = 1; r <= runs; r++)
-        if ((n, k, r) in val) { v = val[n, k, r]; if (!any || v < lo) lo = v; if (!any || v > hi) hi = v; any = 1 }
-    return any ? span(lo, hi) : "-"
-}
-function ratio(a, b, k,   r, v, lo, hi, any) {
-    rlo = 0
-    for (r = 1; r <= runs; r++)
-        if (((a, k, r) in val) && ((b, k, r) in val) && val[b, k, r] > 0) {
-            v = val[a, k, r] / val[b, k, r]; if (!any || v < lo) lo = v; if (!any || v > hi) hi = v; any = 1
-        }
-    if (!any) return "-"
-    rlo = lo
-    return span(lo, hi, 1) "×"
-}
-function runof(f) {
-    if (!match(f, /-[0-9]+\.(csv|txt)$/)) return 0
-    f = substr(f, RSTART + 1, RLENGTH - 5) + 0
-    return (f <= runs) ? f : 0
-}
-function base(f) { sub(/.*\//, "", f); sub(/-[0-9]+\.(csv|txt)$/, "", f); return f }
-function kv(key,   i) { for (i = 1; i <= nw; i++) if (index(W[i], key "=") == 1) return substr(W[i], length(key) + 2); return "" }
-function shp(s) { gsub(/x/, "×", s); return s }
-FNR == 1 { run = runof(FILENAME); file = base(FILENAME) }
-run == 0 { next }
-FILENAME ~ /\.txt$/ { nw = split($0, W, " ") }
-'
+# the awk functions of the peers and e2e tables (tests/perf/runs.awk)
+LIB=$(cat "$(dirname "$0")/runs.awk")
 
 # awkf ARG... -- FILE...: awk ARG... on those FILEs that exist (unmatched
 # globs left out), on /dev/null when none does

@@ -179,11 +179,12 @@ static void test_tiles(void **state)
 {
     (void)state;
     if (strcmp(bitnet_cpu_simd_name(), "scalar") == 0) skip(); /* the decode needs AVX2 */
-    /* rows: under one tile, one, one and one more, several; tokens: half a
+    /* rows: under one tile, one, one and one more, several, more than one
+     * block of TILES_RB (16) row tiles with a short last tile; tokens: half a
      * tile, 1 + one, 4 tiles (one pass), 5 tiles (a second pass of one);
      * in: one block, an odd block count, a short last block */
     static const uint64_t ins[] = {17, 128, 255, 4097};
-    static const uint64_t nrs[] = {1, 15, 16, 17, 50};
+    static const uint64_t nrs[] = {1, 15, 16, 17, 50, 300};
     static const uint64_t toks[] = {8, 17, 64, 65};
     int bad = 0, n = 0;
     const int native = strcmp(bitnet_cpu_simd_name(), "amx") == 0;

@@ -20,6 +20,8 @@
 #define FLEN size_t
 void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info, FLEN);
 void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, FLEN);
+void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda, int *info, FLEN, FLEN);
+void dtrtri_(const char *uplo, const char *diag, const int *n, double *a, const int *lda, int *info, FLEN, FLEN);
 void sgeqrf_(const int *m, const int *n, float *a, const int *lda, float *tau, float *work, const int *lwork, int *info);
 void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau, double *work, const int *lwork,
              int *info);
@@ -76,6 +78,14 @@ int bn_cpu_potrf_lower(bitnet_dtype dt, void *a, int n, int lda)
     int info = 0;
     if (F64(dt)) dpotrf_("U", &n, a, &lda, &info, 1);
     else spotrf_("U", &n, a, &lda, &info, 1);
+    return info;
+}
+
+int bn_cpu_trtri_lower(bitnet_dtype dt, void *a, int n, int lda)
+{
+    int info = 0;
+    if (F64(dt)) dtrtri_("U", "N", &n, a, &lda, &info, 1, 1);
+    else strtri_("U", "N", &n, a, &lda, &info, 1, 1);
     return info;
 }
 

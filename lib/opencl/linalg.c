@@ -7,7 +7,9 @@
  *                                 down and up; the panel is tiny next to the
  *                                 trailing update, O(NB^3) of O(n^2 NB) work;
  *                                 a device-side panel was not tried)
- *     L21 = A21 L11^-T           CLBlast TRSM
+ *     L21 = A21 L11^-T           by column blocks of 128 (trsm_right): CLBlast
+ *                                 GEMMs against the host's inverses of L11's
+ *                                 diagonal blocks (trtri)
  *     A22 = A22 - L21 L21^T      CLBlast SYRK (lower triangle)
  * A matrix of at most NB rows is factored on the host entirely.  NB is 512
  * (measured below; BITNET_OCL_CHOL_NB sets it for sweeps).  The solve
@@ -50,7 +52,17 @@
  * host's: an LD_PRELOAD trace (tests/device/cltrace.c) counted about 780
  * kernel launches per call at about 10 us of host time each (CLBlast's TRSM
  * runs many small kernels) and 14 ms of transfers for the 64 MiB matrix each
- * way through staging. */
+ * way through staging.
+ * CLBlast's TRSM replaced by trsm_right (H100, 2026-11-26, bitnet-bench
+ * --op cholesky --shape 4096x4096, alternating rounds, kernel / end to end):
+ * NB 512 4.6-5.9 / 50-80 ms against 19.7-25.8 / 48.9-70.9 ms; about 100
+ * launches a call where there were about 500, and no scratch buffers made
+ * and freed inside.  End to end is no better within the noise: a trace
+ * (tests/device/cltrace.c) shows the host's potrf and trtri of each 512
+ * block (about 0.85 and 0.9 ms) with the device idle, and the 64 MiB going
+ * up and down.  Also tried then: the panel transfers through a device
+ * scratch and a plain staged transfer instead of the rectangular ones (no
+ * gain end to end; QR 206-219 against 191-205 ms). */
 #define NB_DEFAULT 512
 #define NB_MAX 2048
 
@@ -90,10 +102,63 @@ static bitnet_status rect(bn_ocl *o, cl_mem buf, size_t es, uint64_t n, uint64_t
     return BITNET_OK;
 }
 
+/* C = alpha op(A) op(B) + beta C, row-major, on device buffers (offsets and
+ * leading dimensions in elements). */
+static bitnet_status gemm(bn_ocl *o, const char *op, bitnet_dtype dt, int ta, int tb, uint64_t M, uint64_t N, uint64_t K,
+                          double alpha, cl_mem a, size_t aoff, uint64_t lda, cl_mem b, size_t boff, uint64_t ldb,
+                          double beta, cl_mem c, size_t coff, uint64_t ldc)
+{
+    const CLBlastTranspose tra = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
+    const CLBlastTranspose trb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
+    if (!M || !N || !K) return BITNET_OK;
+    if (dt == BITNET_F64)
+        BLAS_CALL(o, op, "CLBlastDgemm",
+                  CLBlastDgemm(CLBlastLayoutRowMajor, tra, trb, M, N, K, alpha, a, aoff, lda, b, boff, ldb, beta, c,
+                               coff, ldc, EV));
+    else
+        BLAS_CALL(o, op, "CLBlastSgemm",
+                  CLBlastSgemm(CLBlastLayoutRowMajor, tra, trb, M, N, K, (float)alpha, a, aoff, lda, b, boff, ldb,
+                               (float)beta, c, coff, ldc, EV));
+    return BITNET_OK;
+}
+
+/* Column blocks of the TRSM of the factorisation: each solved against its
+ * diagonal block of L11 inverted on the host (trtri), as CLBlast's TRSM does
+ * with its own, smaller blocks. */
+#define TRSM_IB 128
+
+/* L21 = A21 L11^-T in place on the rest x jb block at a21 (rows n elements
+ * apart), L11 at a11, column block by column block c of width TRSM_IB:
+ *   L21_c = (A21_c - L21_<c L11[c, <c]^T) inv(L11[c, c])^T
+ * with inv(L11[c, c]) in binv (jb x jb, ld jb) and w (rest x TRSM_IB) the
+ * product's scratch, copied back.  Two GEMMs and a copy per column block,
+ * where CLBlast's TRSM launched about 60 kernels per block column (and made
+ * and freed scratch buffers). */
+static bitnet_status trsm_right(bn_ocl *o, const char *op, bitnet_dtype dt, cl_mem buf, uint64_t n, size_t a11,
+                                size_t a21, uint64_t rest, uint64_t jb, cl_mem binv, cl_mem w)
+{
+    const size_t es = bn_la_esize(dt);
+    for (uint64_t c0 = 0; c0 < jb; c0 += TRSM_IB) {
+        const uint64_t cw = jb - c0 < TRSM_IB ? jb - c0 : TRSM_IB;
+        bitnet_status st = gemm(o, op, dt, 0, 1, rest, cw, c0, -1.0, buf, a21, n, buf, a11 + (size_t)(c0 * n), n, 1.0,
+                                buf, a21 + (size_t)c0, n);
+        if (!st)
+            st = gemm(o, op, dt, 0, 1, rest, cw, cw, 1.0, buf, a21 + (size_t)c0, n, binv, (size_t)(c0 * jb + c0), jb,
+                      0.0, w, 0, cw);
+        if (st) return st;
+        const size_t src[3] = {0, 0, 0}, dst[3] = {(a21 % (size_t)n + (size_t)c0) * es, a21 / (size_t)n, 0};
+        const size_t region[3] = {(size_t)cw * es, (size_t)rest, 1};
+        BN_CL(clEnqueueCopyBufferRect(bn_ocl_queue(o), w, buf, src, dst, region, (size_t)cw * es, 0, (size_t)n * es, 0,
+                                      0, NULL, NULL));
+    }
+    return BITNET_OK;
+}
+
 /* Factors the n x n matrix in buf in place (lower triangle) in blocks of nb
- * columns (host scratch hb of nb x nb).  *pivot: 0, or the 1-based pivot that is not positive. */
-static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, void *hb, uint64_t nb,
-                            uint64_t *pivot, const char *op)
+ * columns (host scratch hb of nb x nb; device scratch binv of nb x nb and w of
+ * n x TRSM_IB).  *pivot: 0, or the 1-based pivot that is not positive. */
+static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, void *hb, uint64_t nb, cl_mem binv,
+                            cl_mem w, uint64_t *pivot, const char *op)
 {
     const size_t es = bn_la_esize(dt);
     const int d = dt == BITNET_F64;
@@ -109,22 +174,26 @@ static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, 
         }
         if ((st = rect(o, buf, es, n, j0, j0, jb, jb, hb, 1))) return st;
         if (!rest) break;
+        /* the diagonal blocks of L11 inverted (positive diagonal: trtri cannot fail) */
+        for (uint64_t c0 = 0; c0 < jb; c0 += TRSM_IB) {
+            const uint64_t cw = jb - c0 < TRSM_IB ? jb - c0 : TRSM_IB;
+            char *blk = (char *)hb + (size_t)(c0 * jb + c0) * es;
+            if (bn_cpu_trtri_lower(dt, blk, (int)cw, (int)jb))
+                return bn_fail(BITNET_E_NUMERIC, "%s: a diagonal block of the factor is singular", op);
+            for (uint64_t i = 0; i + 1 < cw; i++) /* above the diagonal: still A's, and the GEMM reads the square */
+                memset(blk + (size_t)(i * jb + i + 1) * es, 0, (size_t)(cw - i - 1) * es);
+        }
+        if ((st = bn_ocl_upload(o, binv, 0, hb, (size_t)(jb * jb) * es))) return st;
         const size_t a11 = (size_t)(j0 * n + j0), a21 = (size_t)((j0 + jb) * n + j0), a22 = a21 + (size_t)jb;
-        if (d) {
-            BLAS_CALL(o, op, "CLBlastDtrsm",
-                      CLBlastDtrsm(CLBlastLayoutRowMajor, CLBlastSideRight, CLBlastTriangleLower, CLBlastTransposeYes,
-                                   CLBlastDiagonalNonUnit, rest, jb, 1.0, buf, a11, n, buf, a21, n, EV));
+        if ((st = trsm_right(o, op, dt, buf, n, a11, a21, rest, jb, binv, w))) return st;
+        if (d)
             BLAS_CALL(o, op, "CLBlastDsyrk",
                       CLBlastDsyrk(CLBlastLayoutRowMajor, CLBlastTriangleLower, CLBlastTransposeNo, rest, jb, -1.0, buf,
                                    a21, n, 1.0, buf, a22, n, EV));
-        } else {
-            BLAS_CALL(o, op, "CLBlastStrsm",
-                      CLBlastStrsm(CLBlastLayoutRowMajor, CLBlastSideRight, CLBlastTriangleLower, CLBlastTransposeYes,
-                                   CLBlastDiagonalNonUnit, rest, jb, 1.0f, buf, a11, n, buf, a21, n, EV));
+        else
             BLAS_CALL(o, op, "CLBlastSsyrk",
                       CLBlastSsyrk(CLBlastLayoutRowMajor, CLBlastTriangleLower, CLBlastTransposeNo, rest, jb, -1.0f,
                                    buf, a21, n, 1.0f, buf, a22, n, EV));
-        }
     }
     return BITNET_OK;
 }
@@ -165,16 +234,18 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
                               const void *b, uint64_t nrhs, void *out)
 {
     const size_t es = bn_la_esize(dt), mat = (size_t)(n * n) * es, rhs = (size_t)(n * nrhs) * es;
-    cl_mem bl = NULL, bb = NULL;
+    cl_mem bl = NULL, bb = NULL, binv = NULL, bw = NULL;
     const uint64_t nb = block_width();
     void *hb = malloc((size_t)(nb * nb) * es);
     bitnet_status st = hb ? BITNET_OK : bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
     if (!st) st = bn_ocl_alloc(o, mat, &bl);
     if (!st && b) st = bn_ocl_alloc(o, rhs, &bb);
+    if (!st && n > nb) st = bn_ocl_alloc(o, (size_t)(nb * nb) * es, &binv);
+    if (!st && n > nb) st = bn_ocl_alloc(o, (size_t)(n * TRSM_IB) * es, &bw);
     for (uint64_t k = 0; k < batch && !st; k++) {
         uint64_t pivot = 0;
         if ((st = bn_ocl_upload(o, bl, 0, bn_la_at(dt, a, k, n * n), mat))) break;
-        if ((st = factor(o, dt, bl, n, hb, nb, &pivot, op))) break;
+        if ((st = factor(o, dt, bl, n, hb, nb, binv, bw, &pivot, op))) break;
         if (pivot) {
             st = bn_la_not_pd(op, k, batch, pivot, n);
             break;
@@ -192,6 +263,8 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
     if (st) bn_ocl_drain(o);
     bn_ocl_release(o, bl);
     bn_ocl_release(o, bb);
+    bn_ocl_release(o, binv);
+    bn_ocl_release(o, bw);
     free(hb);
     return st;
 }
@@ -214,26 +287,6 @@ bitnet_status bn_ocl_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, u
 /* ---- QR ------------------------------------------------------------------------ */
 
 #define QR_NB 64
-
-/* C = alpha op(A) op(B) + beta C, row-major, on device buffers (offsets and
- * leading dimensions in elements). */
-static bitnet_status gemm(bn_ocl *o, const char *op, bitnet_dtype dt, int ta, int tb, uint64_t M, uint64_t N, uint64_t K,
-                          double alpha, cl_mem a, size_t aoff, uint64_t lda, cl_mem b, size_t boff, uint64_t ldb,
-                          double beta, cl_mem c, size_t coff, uint64_t ldc)
-{
-    const CLBlastTranspose tra = ta ? CLBlastTransposeYes : CLBlastTransposeNo;
-    const CLBlastTranspose trb = tb ? CLBlastTransposeYes : CLBlastTransposeNo;
-    if (!M || !N || !K) return BITNET_OK;
-    if (dt == BITNET_F64)
-        BLAS_CALL(o, op, "CLBlastDgemm",
-                  CLBlastDgemm(CLBlastLayoutRowMajor, tra, trb, M, N, K, alpha, a, aoff, lda, b, boff, ldb, beta, c,
-                               coff, ldc, EV));
-    else
-        BLAS_CALL(o, op, "CLBlastSgemm",
-                  CLBlastSgemm(CLBlastLayoutRowMajor, tra, trb, M, N, K, (float)alpha, a, aoff, lda, b, boff, ldb,
-                               (float)beta, c, coff, ldc, EV));
-    return BITNET_OK;
-}
 
 typedef struct {
     const char *op;           /* "qr" or "lstsq": errors and kernel times */

@@ -472,6 +472,18 @@ static void test_cholesky(void **state)
         }
         free(well), free(rhs);
     }
+    /* blocks of 300 on 700: the OpenCL TRSM's column blocks of 128, 128 and a
+     * ragged 44, on an ill-conditioned matrix too */
+    setenv("BITNET_OCL_CHOL_NB", "300", 1);
+    {
+        const uint64_t n = 700;
+        double *ill = spd(&st, n, 1e4), *rhs = randm(&st, (size_t)(n * 2));
+        for (int i = 0; i < nd; i++) {
+            chol_case(&d[i], BITNET_F32, ill, 1, n, 2, rhs);
+            chol_case(&d[i], BITNET_F64, ill, 1, n, 2, rhs);
+        }
+        free(ill), free(rhs);
+    }
     unsetenv("BITNET_OCL_CHOL_NB");
     /* a batch of three 17 x 17 */
     double *a = malloc(3 * 17 * 17 * sizeof *a), *rhs = randm(&st, 3 * 17 * 2);

@@ -349,7 +349,7 @@ if [ "$mode" = cpu ]; then
     bw=$(bandwidth cpu)
 elif [ "$mode" = host ]; then
     # --llc 300: rotate through 1.3 GB, past an L3 of up to 300 MiB
-    H="--device cpu --op copy,bitlinear --shape 4096x14336 --tokens 1,8,64 --scale tensor --llc 300"
+    H="--device cpu --op copy,bitlinear --shape 4096x14336 --tokens 1,8,64,256 --scale tensor --llc 300"
     r=1
     while [ "$r" -le "$runs" ]; do
         BITNET_SIMD=avx512-vnni measure_run host-vnni "$r" $H

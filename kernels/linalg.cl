@@ -5,6 +5,7 @@
  * one work-group per pair of rows, the pairs of a round disjoint (a
  * round-robin tournament), so the groups of a launch never touch the same
  * row.  The optional V [k x k] per matrix gets the same rotations.
+ * Also the Cholesky's last step (lib/opencl/linalg.c): la_zero_upper.
  */
 #ifndef LA_F64
 #define LA_F64 0 /* 1: f64 elements (the host builds it only where the device has fp64) */
@@ -115,4 +116,13 @@ __kernel void svd_eye(__global la_t *v, const bn_size k)
     const bn_size e = get_global_id(0), b = get_global_id(1);
     if (e >= k * k) return;
     v[b * k * k + e] = e % (k + 1) == 0 ? (la_t)1 : (la_t)0;
+}
+
+/* The strict upper triangle of the n x n row-major a set to zero (the
+ * Cholesky's factor, before it is read back).  One item per element. */
+__kernel void la_zero_upper(__global la_t *a, const bn_size n)
+{
+    const bn_size e = get_global_id(0);
+    if (e >= n * n) return;
+    if (e % n > e / n) a[e] = (la_t)0;
 }

@@ -86,10 +86,7 @@ static size_t pick_wg(const svd_job *j)
 
 static bitnet_status kernels(svd_job *j)
 {
-    const bn_ocl_caps *c = bn_ocl_get_caps(j->o);
-    const char *opts = j->dt == BITNET_F64 ? (c->is_gpu ? "-DLA_F64=1 -DBN_GPU=1" : "-DLA_F64=1 -DBN_GPU=0")
-                                          : (c->is_gpu ? "-cl-fp32-correctly-rounded-divide-sqrt -DLA_F64=0 -DBN_GPU=1"
-                                                       : "-cl-fp32-correctly-rounded-divide-sqrt -DLA_F64=0 -DBN_GPU=0");
+    const char *opts = bn_tops_la_options(j->o, j->dt == BITNET_F64);
     bitnet_status st = bn_ocl_kernel(j->o, "linalg", "svd_round", opts, &j->kr);
     if (!st) st = bn_ocl_kernel(j->o, "linalg", "svd_load", opts, &j->kl);
     if (!st) st = bn_ocl_kernel(j->o, "linalg", "svd_eye", opts, &j->ke);

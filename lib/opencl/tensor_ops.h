@@ -48,6 +48,15 @@ static inline const char *bn_tops_options(bn_ocl *o)
                                       : "-cl-fp32-correctly-rounded-divide-sqrt -DEW_BLOCK=64 -DBN_GPU=0";
 }
 
+/* Build options of kernels/linalg.cl for an element type. */
+static inline const char *bn_tops_la_options(bn_ocl *o, int f64)
+{
+    const int gpu = bn_ocl_get_caps(o)->is_gpu;
+    return f64 ? (gpu ? "-DLA_F64=1 -DBN_GPU=1" : "-DLA_F64=1 -DBN_GPU=0")
+               : (gpu ? "-cl-fp32-correctly-rounded-divide-sqrt -DLA_F64=0 -DBN_GPU=1"
+                      : "-cl-fp32-correctly-rounded-divide-sqrt -DLA_F64=0 -DBN_GPU=0");
+}
+
 static inline cl_ulong8 bn_tops_u8(const uint64_t *v, uint32_t n)
 {
     cl_ulong8 r;

@@ -126,3 +126,80 @@ __kernel void la_zero_upper(__global la_t *a, const bn_size n)
     if (e >= n * n) return;
     if (e % n > e / n) a[e] = (la_t)0;
 }
+
+/* ---- Cholesky panels (lib/opencl/linalg.c) ----
+ * The n x n row-major a holds A's lower triangle, factored in place in
+ * tiles of tb <= LA_TB columns: la_chol_tile factors the diagonal tile at
+ * (j0, j0), la_chol_panel solves the rows below it, L21 = A21 L11^-T, and a
+ * GEMM (CLBlast) updates the columns right of the tile.  *info is 0, or the
+ * 1-based pivot that was not positive (or NaN): every later launch then
+ * returns at once. */
+#ifndef LA_TB
+#define LA_TB 64 /* tile width: one work-item per row of a tile (the host reads the same name) */
+#endif
+
+/* One work-group of LA_TB items: the tile in local memory, column by
+ * column (item i scales and updates its own row), written back in place. */
+__kernel __attribute__((reqd_work_group_size(LA_TB, 1, 1)))
+void la_chol_tile(__global la_t *a, const bn_size n, const bn_size j0, const int tb, __global int *info)
+{
+    __local la_t t[LA_TB][LA_TB + 1];
+    const int i = (int)get_local_id(0);
+    if (*info) return; /* the same for every item */
+    __global la_t *row = a + (j0 + (bn_size)i) * n + j0;
+    if (i < tb)
+        for (int c = 0; c <= i; c++) t[i][c] = row[c];
+    int bad = 0; /* the same for every item: every item reaches every barrier */
+    for (int j = 0; j < tb; j++) {
+        barrier(CLK_LOCAL_MEM_FENCE);
+        const la_t d = t[j][j];
+        if (!bad && !(d > (la_t)0)) bad = j + 1;
+        barrier(CLK_LOCAL_MEM_FENCE); /* every item has read t[j][j] */
+        if (!bad) {
+            const la_t r = sqrt(d);
+            if (i == j) t[j][j] = r;
+            if (i > j && i < tb) t[i][j] = t[i][j] / r;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (!bad && i > j && i < tb) {
+            const la_t lij = t[i][j];
+            for (int k = j + 1; k <= i; k++) t[i][k] -= lij * t[k][j];
+        }
+    }
+    if (bad) {
+        if (i == 0) *info = (int)(j0 + (bn_size)bad);
+    } else if (i < tb) {
+        for (int c = 0; c <= i; c++) row[c] = t[i][c];
+    }
+}
+
+/* Rows j0 + tb .. n of columns j0 .. j0 + tb: one item per row, LA_TB rows
+ * per work-group, each row solved against the factored tile (in local
+ * memory) by forward substitution, x_c = (a_c - sum_{k<c} x_k l_ck) / l_cc,
+ * the row in registers. */
+__kernel __attribute__((reqd_work_group_size(LA_TB, 1, 1)))
+void la_chol_panel(__global la_t *a, const bn_size n, const bn_size j0, const int tb, __global const int *info)
+{
+    __local la_t t[LA_TB][LA_TB + 1];
+    const int i = (int)get_local_id(0);
+    if (*info) return;
+    if (i < tb)
+        for (int c = 0; c <= i; c++) t[i][c] = a[(j0 + (bn_size)i) * n + j0 + (bn_size)c];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const bn_size r = j0 + (bn_size)tb + get_global_id(0);
+    if (r >= n) return;
+    __global la_t *row = a + r * n + j0;
+    la_t x[LA_TB];
+#pragma unroll
+    for (int c = 0; c < LA_TB; c++) x[c] = c < tb ? row[c] : (la_t)0;
+#pragma unroll
+    for (int c = 0; c < LA_TB; c++) {
+        la_t s = x[c];
+#pragma unroll
+        for (int k = 0; k < c; k++) s -= x[k] * t[c][k];
+        if (c < tb) x[c] = s / t[c][c];
+    }
+#pragma unroll
+    for (int c = 0; c < LA_TB; c++)
+        if (c < tb) row[c] = x[c];
+}

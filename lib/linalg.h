@@ -61,13 +61,6 @@ bitnet_status bn_cpu_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, u
                                     const void *b, uint64_t nrhs, void *x);
 bitnet_status bn_cpu_lstsq(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
                            const void *b, uint64_t nrhs, void *x);
-/* One matrix on the host through LAPACK (the OpenCL Cholesky's diagonal
- * blocks): row-major a [n x n] with leading dimension lda, lower factor in
- * place; returns the LAPACK info (0, or the failing 1-based pivot). */
-int bn_cpu_potrf_lower(bitnet_dtype dt, void *a, int n, int lda);
-/* The inverse of such a lower factor (row-major, lda) in place, through
- * LAPACK's trtri; returns its info (0, or the 1-based zero pivot). */
-int bn_cpu_trtri_lower(bitnet_dtype dt, void *a, int n, int lda);
 /* One panel of the OpenCL QR on the host: geqrf of column-major a [m x n]
  * (lda m, m >= n) in place, then larft's upper triangular T [n x n]
  * (column-major, ldt n) of its n reflectors, so that H1 ... Hn = I - V T V^T.

@@ -20,8 +20,6 @@
 #define FLEN size_t
 void spotrf_(const char *uplo, const int *n, float *a, const int *lda, int *info, FLEN);
 void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, int *info, FLEN);
-void strtri_(const char *uplo, const char *diag, const int *n, float *a, const int *lda, int *info, FLEN, FLEN);
-void dtrtri_(const char *uplo, const char *diag, const int *n, double *a, const int *lda, int *info, FLEN, FLEN);
 void sgeqrf_(const int *m, const int *n, float *a, const int *lda, float *tau, float *work, const int *lwork, int *info);
 void dgeqrf_(const int *m, const int *n, double *a, const int *lda, double *tau, double *work, const int *lwork,
              int *info);
@@ -73,19 +71,13 @@ static int lwork_of(bitnet_dtype dt, const void *w)
     return v < 1.0 ? 1 : v > (double)INT32_MAX ? INT32_MAX : (int)v;
 }
 
-int bn_cpu_potrf_lower(bitnet_dtype dt, void *a, int n, int lda)
+/* Row-major a [n x n] (leading dimension lda), lower factor in place;
+ * returns the LAPACK info (0, or the failing 1-based pivot). */
+static int potrf_lower(bitnet_dtype dt, void *a, int n, int lda)
 {
     int info = 0;
     if (F64(dt)) dpotrf_("U", &n, a, &lda, &info, 1);
     else spotrf_("U", &n, a, &lda, &info, 1);
-    return info;
-}
-
-int bn_cpu_trtri_lower(bitnet_dtype dt, void *a, int n, int lda)
-{
-    int info = 0;
-    if (F64(dt)) dtrtri_("U", "N", &n, a, &lda, &info, 1, 1);
-    else strtri_("U", "N", &n, a, &lda, &info, 1, 1);
     return info;
 }
 
@@ -122,7 +114,7 @@ bitnet_status bn_cpu_cholesky(void *ctx, bitnet_dtype dt, const void *a, uint64_
     for (uint64_t b = 0; b < batch; b++) {
         void *lb = bn_la_at_mut(dt, l, b, n * n);
         memmove(lb, bn_la_at(dt, a, b, n * n), mat);
-        const int info = bn_cpu_potrf_lower(dt, lb, (int)n, (int)n);
+        const int info = potrf_lower(dt, lb, (int)n, (int)n);
         if (info > 0) return bn_la_not_pd("cholesky", b, batch, (uint64_t)info, n);
         if (info < 0) return lapack_fail("cholesky", "potrf", info);
         zero_upper(dt, lb, n);

@@ -1,20 +1,13 @@
 /*
  * linalg.c (OpenCL) - Cholesky and the Cholesky solve on the device: a
- * right-looking blocked factorisation whose level-3 parts are CLBlast calls
- * on the matrix in one device buffer (row-major, lower factor):
- *   for each block column j of width NB:
- *     L11 = chol(A11)            on the host (LAPACK potrf on NB x NB: 1 MiB
- *                                 down and up; the panel is tiny next to the
- *                                 trailing update, O(NB^3) of O(n^2 NB) work;
- *                                 a device-side panel was not tried)
- *     L21 = A21 L11^-T           by column blocks of 128 (trsm_right): CLBlast
- *                                 GEMMs against the host's inverses of L11's
- *                                 diagonal blocks (trtri)
- *     A22 = A22 - L21 L21^T      CLBlast SYRK (lower triangle)
- * A matrix of at most NB rows is factored on the host entirely.  NB is 512
- * (measured below; BITNET_OCL_CHOL_NB sets it for sweeps).  The solve
- * adds two TRSMs (L Z = B, L^T X = Z).  f64 on a device without fp64 runs the
- * CPU path.
+ * right-looking blocked factorisation of the matrix in one device buffer
+ * (row-major, lower factor), entirely on the device (see factor()): block
+ * columns of NB, each factored in tiles of LA_TB columns by two kernels of
+ * kernels/linalg.cl and a CLBlast GEMM, then the trailing matrix updated by
+ * CLBlast's SYRK.  NB is 512 (BITNET_OCL_CHOL_NB sets it for sweeps).  The
+ * host reads one int after the factorisation: 0, or the failing pivot.  The
+ * solve adds two TRSMs (L Z = B, L^T X = Z).  f64 on a device without fp64
+ * runs the CPU path.
  *
  * QR (thin, Householder, blocked like LAPACK's geqrf/orgqr) on the matrix in
  * one device buffer:
@@ -123,72 +116,53 @@ static bitnet_status gemm(bn_ocl *o, const char *op, bitnet_dtype dt, int ta, in
     return BITNET_OK;
 }
 
-/* Column blocks of the TRSM of the factorisation: each solved against its
- * diagonal block of L11 inverted on the host (trtri), as CLBlast's TRSM
- * solves against inverted diagonal blocks of its own.  The error of such a
- * solve grows with the condition of those blocks (test_linalg checks the
- * factor's residual on matrices of condition 1e4 and 1e6 through it). */
-#define TRSM_IB 128
+#define LA_TB 64 /* the tile of la_chol_tile and la_chol_panel (kernels/linalg.cl, same name) */
 
-/* L21 = A21 L11^-T in place on the rest x jb block at a21 (rows n elements
- * apart), L11 at a11, column block by column block c of width TRSM_IB:
- *   L21_c = (A21_c - L21_<c L11[c, <c]^T) inv(L11[c, c])^T
- * with inv(L11[c, c]) in binv (jb x jb, ld jb) and w (rest x TRSM_IB) the
- * product's scratch, copied back.  Two GEMMs and a copy per column block,
- * where CLBlast's TRSM launched about 60 kernels per block column (and made
- * and freed scratch buffers). */
-static bitnet_status trsm_right(bn_ocl *o, const char *op, bitnet_dtype dt, cl_mem buf, uint64_t n, size_t a11,
-                                size_t a21, uint64_t rest, uint64_t jb, cl_mem binv, cl_mem w)
+/* Factors the n x n matrix in buf in place (lower triangle) in block
+ * columns of nb, each in tiles of LA_TB columns on the device:
+ *   for each tile (j, width tb) of the block column [j0, j0 + jb):
+ *     L11 = chol(A11)                   la_chol_tile (one work-group)
+ *     L21 = A21 L11^-T                  la_chol_panel (every row below)
+ *     A[j+tb:, j+tb:j0+jb] -= L21 L21'^T  CLBlast GEMM (the block column's
+ *                                         rest; above the diagonal too,
+ *                                         never read, zeroed at the end)
+ *   A22 -= L21 L21^T                    CLBlast SYRK (the trailing matrix)
+ * info (a device int, 0 on entry) gets the 1-based pivot that is not
+ * positive; the host reads it after the last launch. */
+static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, uint64_t nb, cl_mem info,
+                            const char *op)
 {
-    const size_t es = bn_la_esize(dt);
-    for (uint64_t c0 = 0; c0 < jb; c0 += TRSM_IB) {
-        const uint64_t cw = jb - c0 < TRSM_IB ? jb - c0 : TRSM_IB;
-        bitnet_status st = gemm(o, op, dt, 0, 1, rest, cw, c0, -1.0, buf, a21, n, buf, a11 + (size_t)(c0 * n), n, 1.0,
-                                buf, a21 + (size_t)c0, n);
-        if (!st)
-            st = gemm(o, op, dt, 0, 1, rest, cw, cw, 1.0, buf, a21 + (size_t)c0, n, binv, (size_t)(c0 * jb + c0), jb,
-                      0.0, w, 0, cw);
-        if (st) return st;
-        const size_t src[3] = {0, 0, 0}, dst[3] = {(a21 % (size_t)n + (size_t)c0) * es, a21 / (size_t)n, 0};
-        const size_t region[3] = {(size_t)cw * es, (size_t)rest, 1};
-        BN_CL(clEnqueueCopyBufferRect(bn_ocl_queue(o), w, buf, src, dst, region, (size_t)cw * es, 0, (size_t)n * es, 0,
-                                      0, NULL, NULL));
-    }
-    return BITNET_OK;
-}
-
-/* Factors the n x n matrix in buf in place (lower triangle) in blocks of nb
- * columns (host scratch hb of nb x nb; device scratch binv of nb x nb and w of
- * n x TRSM_IB).  *pivot: 0, or the 1-based pivot that is not positive. */
-static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, void *hb, uint64_t nb, cl_mem binv,
-                            cl_mem w, uint64_t *pivot, const char *op)
-{
-    const size_t es = bn_la_esize(dt);
     const int d = dt == BITNET_F64;
-    *pivot = 0;
+    cl_kernel kt, kp;
+    const char *opts = bn_tops_la_options(o, d);
+    bitnet_status st = bn_ocl_kernel(o, "linalg", "la_chol_tile", opts, &kt);
+    if (!st) st = bn_ocl_kernel(o, "linalg", "la_chol_panel", opts, &kp);
+    if (st) return st;
+    const cl_ulong cn = n;
+    const size_t tl = LA_TB;
     for (uint64_t j0 = 0; j0 < n; j0 += nb) {
-        const uint64_t jb = n - j0 < nb ? n - j0 : nb, rest = n - j0 - jb;
-        bitnet_status st = rect(o, buf, es, n, j0, j0, jb, jb, hb, 0);
-        if (st) return st;
-        const int info = bn_cpu_potrf_lower(dt, hb, (int)jb, (int)jb);
-        if (info) {
-            *pivot = j0 + (uint64_t)(info > 0 ? info : 1);
-            return BITNET_OK;
+        const uint64_t jb = n - j0 < nb ? n - j0 : nb, pe = j0 + jb, rest = n - pe;
+        for (uint64_t j = j0; j < pe; j += LA_TB) {
+            const cl_int tb = (cl_int)(pe - j < LA_TB ? pe - j : LA_TB);
+            const uint64_t below = n - j - (uint64_t)tb;
+            const cl_ulong cj = j;
+            if ((st = bn_ocl_args(o, kt, 5, sizeof buf, &buf, sizeof cn, &cn, sizeof cj, &cj, sizeof tb, &tb,
+                                  sizeof info, &info)) ||
+                (st = bn_ocl_run(o, kt, 1, &tl, &tl, op)))
+                return st;
+            if (!below) break;
+            const size_t rows = bn_tops_round(below, tl);
+            if ((st = bn_ocl_args(o, kp, 5, sizeof buf, &buf, sizeof cn, &cn, sizeof cj, &cj, sizeof tb, &tb,
+                                  sizeof info, &info)) ||
+                (st = bn_ocl_run(o, kp, 1, &rows, &tl, op)))
+                return st;
+            const size_t l21 = (size_t)((j + (uint64_t)tb) * n + j);
+            if ((st = gemm(o, op, dt, 0, 1, below, pe - j - (uint64_t)tb, (uint64_t)tb, -1.0, buf, l21, n, buf, l21, n,
+                           1.0, buf, l21 + (size_t)tb, n)))
+                return st;
         }
-        if ((st = rect(o, buf, es, n, j0, j0, jb, jb, hb, 1))) return st;
         if (!rest) break;
-        /* the diagonal blocks of L11 inverted (positive diagonal: trtri cannot fail) */
-        for (uint64_t c0 = 0; c0 < jb; c0 += TRSM_IB) {
-            const uint64_t cw = jb - c0 < TRSM_IB ? jb - c0 : TRSM_IB;
-            char *blk = (char *)hb + (size_t)(c0 * jb + c0) * es;
-            if (bn_cpu_trtri_lower(dt, blk, (int)cw, (int)jb))
-                return bn_fail(BITNET_E_NUMERIC, "%s: a diagonal block of the factor is singular", op);
-            for (uint64_t i = 0; i + 1 < cw; i++) /* above the diagonal: still A's, and the GEMM reads the square */
-                memset(blk + (size_t)(i * jb + i + 1) * es, 0, (size_t)(cw - i - 1) * es);
-        }
-        if ((st = bn_ocl_upload(o, binv, 0, hb, (size_t)(jb * jb) * es))) return st;
-        const size_t a11 = (size_t)(j0 * n + j0), a21 = (size_t)((j0 + jb) * n + j0), a22 = a21 + (size_t)jb;
-        if ((st = trsm_right(o, op, dt, buf, n, a11, a21, rest, jb, binv, w))) return st;
+        const size_t a21 = (size_t)(pe * n + j0), a22 = (size_t)(pe * n + pe);
         if (d)
             BLAS_CALL(o, op, "CLBlastDsyrk",
                       CLBlastDsyrk(CLBlastLayoutRowMajor, CLBlastTriangleLower, CLBlastTransposeNo, rest, jb, -1.0, buf,
@@ -247,20 +221,19 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
                               const void *b, uint64_t nrhs, void *out)
 {
     const size_t es = bn_la_esize(dt), mat = (size_t)(n * n) * es, rhs = (size_t)(n * nrhs) * es;
-    cl_mem bl = NULL, bb = NULL, binv = NULL, bw = NULL;
+    cl_mem bl = NULL, bb = NULL, binfo = NULL;
     const uint64_t nb = block_width();
-    void *hb = malloc((size_t)(nb * nb) * es);
-    bitnet_status st = hb ? BITNET_OK : bn_fail(BITNET_E_NOMEM, "%s: out of memory", op);
-    if (!st) st = bn_ocl_alloc(o, mat, &bl);
+    bitnet_status st = bn_ocl_alloc(o, mat, &bl);
     if (!st && b) st = bn_ocl_alloc(o, rhs, &bb);
-    if (!st && n > nb) st = bn_ocl_alloc(o, (size_t)(nb * nb) * es, &binv);
-    if (!st && n > nb) st = bn_ocl_alloc(o, (size_t)(n * TRSM_IB) * es, &bw);
+    if (!st) st = bn_ocl_alloc(o, sizeof(cl_int), &binfo);
     for (uint64_t k = 0; k < batch && !st; k++) {
-        uint64_t pivot = 0;
-        if ((st = bn_ocl_upload(o, bl, 0, bn_la_at(dt, a, k, n * n), mat))) break;
-        if ((st = factor(o, dt, bl, n, hb, nb, binv, bw, &pivot, op))) break;
-        if (pivot) {
-            st = bn_la_not_pd(op, k, batch, pivot, n);
+        cl_int info = 0;
+        if ((st = bn_ocl_upload(o, binfo, 0, &info, sizeof info)) ||
+            (st = bn_ocl_upload(o, bl, 0, bn_la_at(dt, a, k, n * n), mat)) ||
+            (st = factor(o, dt, bl, n, nb, binfo, op)) || (st = bn_ocl_download(o, binfo, 0, &info, sizeof info)))
+            break;
+        if (info) {
+            st = bn_la_not_pd(op, k, batch, (uint64_t)info, n);
             break;
         }
         if (!b) {
@@ -276,9 +249,7 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
     if (st) bn_ocl_drain(o);
     bn_ocl_release(o, bl);
     bn_ocl_release(o, bb);
-    bn_ocl_release(o, binv);
-    bn_ocl_release(o, bw);
-    free(hb);
+    bn_ocl_release(o, binfo);
     return st;
 }
 

@@ -472,8 +472,8 @@ static void test_cholesky(void **state)
         }
         free(well), free(rhs);
     }
-    /* blocks of 300 on 700: the OpenCL TRSM's column blocks of 128, 128 and a
-     * ragged 44, on an ill-conditioned matrix too */
+    /* blocks of 300 on 700: the OpenCL factor's tiles of 64 with a ragged 44
+     * in each block column, on an ill-conditioned matrix too */
     setenv("BITNET_OCL_CHOL_NB", "300", 1);
     {
         const uint64_t n = 700;
@@ -617,6 +617,49 @@ static void test_errors(void **state)
     free_devs(d, nd);
 }
 
+/* A pivot that fails deep in the matrix is named: A = L L^T with A[129][129]
+ * lowered past l_129,129^2, so the first 129 pivots are positive and the
+ * 130th is not (in the third tile of the OpenCL factor; with blocks of 100,
+ * in its second block column too). */
+static void test_late_pivot(void **state)
+{
+    (void)state;
+    dev d[3];
+    const int nd = ndev(d);
+    const uint64_t n = 150, bad = 129;
+    uint64_t rs = 0x9a7;
+    double *lo = randm(&rs, (size_t)(n * n)), *a = calloc((size_t)(n * n), sizeof *a);
+    assert_non_null(a);
+    for (uint64_t i = 0; i < n; i++) {
+        lo[i * n + i] = 2.0 + fabs(lo[i * n + i]);
+        for (uint64_t j = i + 1; j < n; j++) lo[i * n + j] = 0.0;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t j = 0; j <= i; j++) {
+            double t = 0.0;
+            for (uint64_t k = 0; k <= j; k++) t += lo[i * n + k] * lo[j * n + k];
+            a[i * n + j] = a[j * n + i] = t;
+        }
+    a[bad * n + bad] -= lo[bad * n + bad] * lo[bad * n + bad] + 1.0;
+    const char *widths[] = {NULL, "100"};
+    for (size_t w = 0; w < 2; w++) {
+        if (widths[w]) setenv("BITNET_OCL_CHOL_NB", widths[w], 1);
+        for (int i = 0; i < nd; i++)
+            for (int f64 = 0; f64 < 2; f64++) {
+                const bitnet_dtype dt = f64 ? BITNET_F64 : BITNET_F32;
+                void *ad = to_dt(dt, a, (size_t)(n * n)), *l = out_buf(dt, (size_t)(n * n));
+                const bitnet_status st =
+                    d[i].be ? bitnet_cholesky(d[i].be, dt, ad, 1, n, l) : bitnet_cholesky_ref(dt, ad, 1, n, l);
+                assert_int_equal(st, BITNET_E_NUMERIC);
+                assert_non_null(strstr(bitnet_error_detail(), "pivot 130 of 150"));
+                free(ad), free(l);
+            }
+        unsetenv("BITNET_OCL_CHOL_NB");
+    }
+    free(lo), free(a);
+    free_devs(d, nd);
+}
+
 /* An OpenCL SVD that does not converge says so (the test hook svd_converge
  * allows one sweep; a random 17 x 17 matrix needs several), alone and as
  * matrices of a batch. */
@@ -645,7 +688,7 @@ static void test_svd_not_converged(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_errors), cmocka_unit_test(test_cholesky), cmocka_unit_test(test_qr),
+        cmocka_unit_test(test_errors), cmocka_unit_test(test_late_pivot), cmocka_unit_test(test_cholesky), cmocka_unit_test(test_qr),
         cmocka_unit_test(test_svd),    cmocka_unit_test(test_svd_rank_deficient), cmocka_unit_test(test_lstsq),
         cmocka_unit_test(test_svd_not_converged),
     };

@@ -37,7 +37,16 @@
 #define MT_PAD 4 /* keeps rows of the tiles 16-byte aligned; the host passes its value */
 #endif
 #if MT_RM % 4 == 0 && MT_RN % 4 == 0
-#define MT_V4 1 /* the inner loop reads the tiles in float4s */
+/* The inner loop reads the tiles in float4s, and an item's tokens (outputs)
+ * are MT_RM / 4 (MT_RN / 4) groups of four, MT_LM (MT_LN) items apart: the
+ * float4s that neighbouring items read are then adjacent, free of bank
+ * conflicts. */
+#define MT_V4 1
+#define MT_TOK(i) (4 * ((i) / 4 * MT_LM + ty) + (i) % 4)
+#define MT_OUT(j) (4 * ((j) / 4 * MT_LN + tx) + (j) % 4)
+#else
+#define MT_TOK(i) (ty * MT_RM + (i))
+#define MT_OUT(j) (tx * MT_RN + (j))
 #endif
 
 /* Rows [r0, r0 + n) x k [k0, k0 + MT_TK) of the row-major src (ld columns;
@@ -123,16 +132,16 @@ void mm_nt(__global const float *x, __global const float *w, __global const floa
             float a[MT_RM], b[MT_RN];
 #ifdef MT_V4
             for (int i = 0; i < MT_RM / 4; i++) {
-                const float4 v = xs4[(k * (MT_TM + MT_PAD) + ty * MT_RM) / 4 + i];
+                const float4 v = xs4[k * ((MT_TM + MT_PAD) / 4) + i * MT_LM + ty];
                 a[4 * i] = v.x, a[4 * i + 1] = v.y, a[4 * i + 2] = v.z, a[4 * i + 3] = v.w;
             }
             for (int j = 0; j < MT_RN / 4; j++) {
-                const float4 v = ws4[(k * (MT_TN + MT_PAD) + tx * MT_RN) / 4 + j];
+                const float4 v = ws4[k * ((MT_TN + MT_PAD) / 4) + j * MT_LN + tx];
                 b[4 * j] = v.x, b[4 * j + 1] = v.y, b[4 * j + 2] = v.z, b[4 * j + 3] = v.w;
             }
 #else
-            for (int i = 0; i < MT_RM; i++) a[i] = xs[k * (MT_TM + MT_PAD) + ty * MT_RM + i];
-            for (int j = 0; j < MT_RN; j++) b[j] = ws[k * (MT_TN + MT_PAD) + tx * MT_RN + j];
+            for (int i = 0; i < MT_RM; i++) a[i] = xs[k * (MT_TM + MT_PAD) + MT_TOK(i)];
+            for (int j = 0; j < MT_RN; j++) b[j] = ws[k * (MT_TN + MT_PAD) + MT_OUT(j)];
 #endif
             for (int i = 0; i < MT_RM; i++)
                 for (int j = 0; j < MT_RN; j++) acc[i][j] = fma(a[i], b[j], acc[i][j]);
@@ -141,11 +150,11 @@ void mm_nt(__global const float *x, __global const float *w, __global const floa
     }
     const int parts = get_num_groups(2);
     for (int i = 0; i < MT_RM; i++) {
-        const bn_size t = t0 + ty * MT_RM + i;
-        if (t >= tokens) break;
+        const bn_size t = t0 + MT_TOK(i);
+        if (t >= tokens) continue;
         for (int j = 0; j < MT_RN; j++) {
-            const bn_size o = o0 + tx * MT_RN + j;
-            if (o >= out) break;
+            const bn_size o = o0 + MT_OUT(j);
+            if (o >= out) continue;
             if (parts > 1)
                 part[(get_group_id(2) * tokens + t) * out + o] = acc[i][j];
             else

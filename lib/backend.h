@@ -13,6 +13,7 @@
 #define BITNET_BACKEND_H
 
 #include "internal.h"
+#include "threads.h"
 
 #include <stddef.h>
 
@@ -152,6 +153,9 @@ bitnet_status bn_call_begin(bn_call *c, bitnet_backend *be, size_t slot, const c
 int bn_call_retry(bn_call *c, bitnet_status *st);
 /* Copies staged outputs back, records the statistics, unlocks. */
 bitnet_status bn_call_end(bn_call *c, bitnet_status st);
+/* The host threads of a backend (its CPU side's pool), for host-side work
+ * of the ops such as input checks; NULL for a NULL backend. */
+bn_pool *bn_backend_pool(bitnet_backend *be);
 /* 1 when p is a device address (of any backend): its bytes are not host memory. */
 int bn_is_device_ptr(const void *p);
 

@@ -9,6 +9,7 @@
 #define BITNET_LINALG_H
 
 #include "internal.h"
+#include "threads.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -42,9 +43,10 @@ static inline void bn_la_to_colmajor(bitnet_dtype dt, const void *src, uint64_t 
 }
 
 /* The checks of every public call: dtype, non-empty sizes within LAPACK's
- * int, a (and b [m x nrhs] when want_b) non-NULL and finite.  *bytes: of a. */
-bitnet_status bn_la_check(const char *op, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n,
-                          const void *b, uint64_t nrhs, int want_b, uint64_t *bytes);
+ * int, a (and b [m x nrhs] when want_b) non-NULL and finite (scanned on the
+ * pool's threads; pool NULL: on the calling thread).  *bytes: of a. */
+bitnet_status bn_la_check(bn_pool *pool, const char *op, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m,
+                          uint64_t n, const void *b, uint64_t nrhs, int want_b, uint64_t *bytes);
 /* The error of a failed Cholesky factorisation of matrix `index` (of batch)
  * at 1-based pivot `pivot` (the leading minor of that order is not positive). */
 bitnet_status bn_la_not_pd(const char *op, uint64_t index, uint64_t batch, uint64_t pivot, uint64_t n);

@@ -49,7 +49,7 @@ static uint64_t chol(double *a, uint64_t n)
 bitnet_status bitnet_cholesky_ref(bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l)
 {
     uint64_t bytes;
-    bitnet_status st = bn_la_check("cholesky", dt, a, batch, n, n, NULL, 0, 0, &bytes);
+    bitnet_status st = bn_la_check(NULL, "cholesky", dt, a, batch, n, n, NULL, 0, 0, &bytes);
     if (st) return st;
     if (!l) return bn_fail(BITNET_E_INVALID, "cholesky: NULL output");
     for (uint64_t b = 0; b < batch; b++) {
@@ -115,7 +115,7 @@ static void apply_q(const double *v, const double *beta, uint64_t m, uint64_t k,
 bitnet_status bitnet_qr_ref(bitnet_dtype dt, const void *a, uint64_t batch, uint64_t m, uint64_t n, void *q, void *r)
 {
     uint64_t bytes;
-    bitnet_status st = bn_la_check("qr", dt, a, batch, m, n, NULL, 0, 0, &bytes);
+    bitnet_status st = bn_la_check(NULL, "qr", dt, a, batch, m, n, NULL, 0, 0, &bytes);
     if (st) return st;
     if (!q || !r) return bn_fail(BITNET_E_INVALID, "qr: NULL output");
     const uint64_t k = m < n ? m : n;
@@ -182,7 +182,7 @@ bitnet_status bitnet_svd_ref(bitnet_dtype dt, const void *a, uint64_t batch, uin
                              void *vt)
 {
     uint64_t bytes;
-    bitnet_status st = bn_la_check("svd", dt, a, batch, m, n, NULL, 0, 0, &bytes);
+    bitnet_status st = bn_la_check(NULL, "svd", dt, a, batch, m, n, NULL, 0, 0, &bytes);
     if (st) return st;
     if (!s || (!u) != (!vt)) return bn_fail(BITNET_E_INVALID, "svd: NULL s, or only one of u and vt");
     const int wide = m < n; /* work on A^T: then U and V swap */
@@ -244,7 +244,7 @@ bitnet_status bitnet_cholesky_solve_ref(bitnet_dtype dt, const void *a, uint64_t
                                         uint64_t nrhs, void *x)
 {
     uint64_t bytes;
-    bitnet_status st = bn_la_check("cholesky_solve", dt, a, batch, n, n, b, nrhs, 1, &bytes);
+    bitnet_status st = bn_la_check(NULL, "cholesky_solve", dt, a, batch, n, n, b, nrhs, 1, &bytes);
     if (st) return st;
     if (!x) return bn_fail(BITNET_E_INVALID, "cholesky_solve: NULL output");
     for (uint64_t k = 0; k < batch; k++) {
@@ -281,7 +281,7 @@ bitnet_status bitnet_lstsq_ref(bitnet_dtype dt, const void *a, uint64_t batch, u
                                uint64_t nrhs, void *x)
 {
     uint64_t bytes;
-    bitnet_status st = bn_la_check("lstsq", dt, a, batch, m, n, b, nrhs, 1, &bytes);
+    bitnet_status st = bn_la_check(NULL, "lstsq", dt, a, batch, m, n, b, nrhs, 1, &bytes);
     if (st) return st;
     if (m < n)
         return bn_fail(BITNET_E_SHAPE, "lstsq: A is %llu x %llu: fewer rows than columns (m >= n needed)",

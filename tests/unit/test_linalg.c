@@ -617,6 +617,30 @@ static void test_errors(void **state)
     free_devs(d, nd);
 }
 
+/* The finiteness scan runs on the backend's threads: of several non-finite
+ * elements in different threads' ranges, the first is named (two matrices
+ * of 600 x 600 f32, 720000 elements in ranges of at least 262144). */
+static void test_first_nonfinite(void **state)
+{
+    (void)state;
+    bitnet_backend *be;
+    assert_int_equal(bitnet_backend_create(&be, "cpu", 0), BITNET_OK);
+    const uint64_t n = 600;
+    float *a = calloc((size_t)(2 * n * n), sizeof *a), *l = malloc((size_t)(2 * n * n) * sizeof *l);
+    assert_non_null(a);
+    assert_non_null(l);
+    a[123457] = NAN;
+    a[600001] = INFINITY; /* matrix 1, element 240001 */
+    a[719999] = NAN;
+    assert_int_equal(bitnet_cholesky(be, BITNET_F32, a, 2, n, l), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "(matrix 0, 0-based) has a NaN or Inf at element 123457"));
+    a[123457] = 0.0f;
+    assert_int_equal(bitnet_cholesky(be, BITNET_F32, a, 2, n, l), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "(matrix 1, 0-based) has a NaN or Inf at element 240001"));
+    free(a), free(l);
+    bitnet_backend_free(be);
+}
+
 /* A pivot that fails deep in the matrix is named: A = L L^T with A[129][129]
  * lowered past l_129,129^2, so the first 129 pivots are positive and the
  * 130th is not (in the third tile of the OpenCL factor; with blocks of 100,
@@ -688,7 +712,7 @@ static void test_svd_not_converged(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_errors), cmocka_unit_test(test_late_pivot), cmocka_unit_test(test_cholesky), cmocka_unit_test(test_qr),
+        cmocka_unit_test(test_errors), cmocka_unit_test(test_late_pivot), cmocka_unit_test(test_first_nonfinite), cmocka_unit_test(test_cholesky), cmocka_unit_test(test_qr),
         cmocka_unit_test(test_svd),    cmocka_unit_test(test_svd_rank_deficient), cmocka_unit_test(test_lstsq),
         cmocka_unit_test(test_svd_not_converged),
     };

@@ -138,24 +138,34 @@ __kernel void la_zero_upper(__global la_t *a, const bn_size n)
 #define LA_TB 64 /* tile width: one work-item per row of a tile (the host reads the same name) */
 #endif
 
-/* One work-group of LA_TB items: the tile in local memory, column by
- * column (item i scales and updates its own row), written back in place. */
-__kernel __attribute__((reqd_work_group_size(LA_TB, 1, 1)))
+/* The tile's lower triangle into t (t[i][c], c <= i < tb) by the nw items
+ * of a work-group, a row of LA_TB columns per LA_TB items: coalesced, every
+ * load of an item in flight at once (one item loading its own row waited
+ * on each load: most of the kernels' time on an H100). */
+#define LA_LOAD_TILE(t, a, n, j0, tb, lid, nw)                                                              \
+    _Pragma("unroll") for (int e_ = (lid); e_ < LA_TB * LA_TB; e_ += (nw)) {                                \
+        const int i_ = e_ / LA_TB, c_ = e_ % LA_TB;                                                          \
+        if (i_ < (tb) && c_ <= i_) (t)[i_][c_] = (a)[((j0) + (bn_size)i_) * (n) + (j0) + (bn_size)c_];      \
+    }
+
+/* One work-group of 4 LA_TB items: the tile in local memory, column by
+ * column: the column scaled by its row's item, then the trailing triangle
+ * updated by all items (item lid takes row lid % LA_TB, every fourth
+ * column from lid / LA_TB), then written back in place. */
+__kernel __attribute__((reqd_work_group_size(4 * LA_TB, 1, 1)))
 void la_chol_tile(__global la_t *a, const bn_size n, const bn_size j0, const int tb, __global int *info)
 {
     __local la_t t[LA_TB][LA_TB + 1];
-    const int i = (int)get_local_id(0);
+    const int lid = (int)get_local_id(0), i = lid % LA_TB, q = lid / LA_TB;
     if (*info) return; /* the same for every item */
-    __global la_t *row = a + (j0 + (bn_size)i) * n + j0;
-    if (i < tb)
-        for (int c = 0; c <= i; c++) t[i][c] = row[c];
+    LA_LOAD_TILE(t, a, n, j0, tb, lid, 4 * LA_TB)
     int bad = 0; /* the same for every item: every item reaches every barrier */
     for (int j = 0; j < tb; j++) {
         barrier(CLK_LOCAL_MEM_FENCE);
         const la_t d = t[j][j];
         if (!bad && !(d > (la_t)0)) bad = j + 1;
         barrier(CLK_LOCAL_MEM_FENCE); /* every item has read t[j][j] */
-        if (!bad) {
+        if (!bad && q == 0) {
             const la_t r = sqrt(d);
             if (i == j) t[j][j] = r;
             if (i > j && i < tb) t[i][j] = t[i][j] / r;
@@ -163,28 +173,33 @@ void la_chol_tile(__global la_t *a, const bn_size n, const bn_size j0, const int
         barrier(CLK_LOCAL_MEM_FENCE);
         if (!bad && i > j && i < tb) {
             const la_t lij = t[i][j];
-            for (int k = j + 1; k <= i; k++) t[i][k] -= lij * t[k][j];
+            for (int k = j + 1 + q; k <= i; k += 4) t[i][k] -= lij * t[k][j];
         }
     }
+    barrier(CLK_LOCAL_MEM_FENCE);
     if (bad) {
-        if (i == 0) *info = (int)(j0 + (bn_size)bad);
-    } else if (i < tb) {
-        for (int c = 0; c <= i; c++) row[c] = t[i][c];
+        if (lid == 0) *info = (int)(j0 + (bn_size)bad);
+        return;
+    }
+#pragma unroll
+    for (int e = lid; e < LA_TB * LA_TB; e += 4 * LA_TB) {
+        const int r = e / LA_TB, c = e % LA_TB;
+        if (r < tb && c <= r) a[(j0 + (bn_size)r) * n + j0 + (bn_size)c] = t[r][c];
     }
 }
 
 /* Rows j0 + tb .. n of columns j0 .. j0 + tb: one item per row, LA_TB rows
  * per work-group, each row solved against the factored tile (in local
  * memory) by forward substitution, x_c = (a_c - sum_{k<c} x_k l_ck) / l_cc,
- * the row in registers. */
+ * the row in registers, each sum in four parts (shorter chains of
+ * dependent operations). */
 __kernel __attribute__((reqd_work_group_size(LA_TB, 1, 1)))
 void la_chol_panel(__global la_t *a, const bn_size n, const bn_size j0, const int tb, __global const int *info)
 {
     __local la_t t[LA_TB][LA_TB + 1];
-    const int i = (int)get_local_id(0);
+    const int lid = (int)get_local_id(0);
     if (*info) return;
-    if (i < tb)
-        for (int c = 0; c <= i; c++) t[i][c] = a[(j0 + (bn_size)i) * n + j0 + (bn_size)c];
+    LA_LOAD_TILE(t, a, n, j0, tb, lid, LA_TB)
     barrier(CLK_LOCAL_MEM_FENCE);
     const bn_size r = j0 + (bn_size)tb + get_global_id(0);
     if (r >= n) return;
@@ -194,10 +209,10 @@ void la_chol_panel(__global la_t *a, const bn_size n, const bn_size j0, const in
     for (int c = 0; c < LA_TB; c++) x[c] = c < tb ? row[c] : (la_t)0;
 #pragma unroll
     for (int c = 0; c < LA_TB; c++) {
-        la_t s = x[c];
+        la_t s[4] = {x[c], (la_t)0, (la_t)0, (la_t)0};
 #pragma unroll
-        for (int k = 0; k < c; k++) s -= x[k] * t[c][k];
-        if (c < tb) x[c] = s / t[c][c];
+        for (int k = 0; k < c; k++) s[k % 4] -= x[k] * t[c][k];
+        if (c < tb) x[c] = ((s[0] + s[1]) + (s[2] + s[3])) / t[c][c];
     }
 #pragma unroll
     for (int c = 0; c < LA_TB; c++)

@@ -139,7 +139,7 @@ static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, 
     if (!st) st = bn_ocl_kernel(o, "linalg", "la_chol_panel", opts, &kp);
     if (st) return st;
     const cl_ulong cn = n;
-    const size_t tl = LA_TB;
+    const size_t tl = LA_TB, tw = 4 * LA_TB; /* la_chol_panel's and la_chol_tile's work-groups */
     for (uint64_t j0 = 0; j0 < n; j0 += nb) {
         const uint64_t jb = n - j0 < nb ? n - j0 : nb, pe = j0 + jb, rest = n - pe;
         for (uint64_t j = j0; j < pe; j += LA_TB) {
@@ -148,7 +148,7 @@ static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, 
             const cl_ulong cj = j;
             if ((st = bn_ocl_args(o, kt, 5, sizeof buf, &buf, sizeof cn, &cn, sizeof cj, &cj, sizeof tb, &tb,
                                   sizeof info, &info)) ||
-                (st = bn_ocl_run(o, kt, 1, &tl, &tl, op)))
+                (st = bn_ocl_run(o, kt, 1, &tw, &tw, op)))
                 return st;
             if (!below) break;
             const size_t rows = bn_tops_round(below, tl);

@@ -59,6 +59,7 @@
 inline void mt_load(float4 *v, const int n, __global const float *src, const bn_size ld, const bn_size r0,
                     const bn_size rows, const bn_size k0, const bn_size kend, const int id)
 {
+#pragma unroll
     for (int i = 0; i < MT_MAXV; i++) {
         const int e = id + i * MT_NTH;
         float4 a = (float4)(0.0f);
@@ -81,14 +82,16 @@ inline void mt_load(float4 *v, const int n, __global const float *src, const bn_
 }
 inline void mt_store(__local float *l, const int stride, const int n, const float4 *v, const int id)
 {
+#pragma unroll
     for (int i = 0; i < MT_MAXV; i++) {
         const int e = id + i * MT_NTH;
-        if (e >= n * (MT_TK / 4)) break;
-        const int r = e / (MT_TK / 4), kq = e % (MT_TK / 4) * 4;
-        l[(kq + 0) * stride + r] = v[i].x;
-        l[(kq + 1) * stride + r] = v[i].y;
-        l[(kq + 2) * stride + r] = v[i].z;
-        l[(kq + 3) * stride + r] = v[i].w;
+        if (e < n * (MT_TK / 4)) {
+            const int r = e / (MT_TK / 4), kq = e % (MT_TK / 4) * 4;
+            l[(kq + 0) * stride + r] = v[i].x;
+            l[(kq + 1) * stride + r] = v[i].y;
+            l[(kq + 2) * stride + r] = v[i].z;
+            l[(kq + 3) * stride + r] = v[i].w;
+        }
     }
 }
 
@@ -128,6 +131,7 @@ void mm_nt(__global const float *x, __global const float *w, __global const floa
             mt_load(xv, MT_TM, x, in, t0, tokens, k0 + MT_TK, ke, id);
             mt_load(wv, MT_TN, w, in, o0, out, k0 + MT_TK, ke, id);
         }
+#pragma unroll
         for (int k = 0; k < MT_TK; k++) {
             float a[MT_RM], b[MT_RN];
 #ifdef MT_V4

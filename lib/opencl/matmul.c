@@ -16,24 +16,35 @@
  *                    16: 181 / 946 / 150, 64: 494 / 874 / 200
  *    16384 x 16384:  1: 356 / 535 / 374, 8: 559 / 1287 / 617,
  *                    16: 768 / 2130 / 632, 64: 1867 / 2133 / 781
+ *   (own at 64 tokens: the former mm_nt tile; today's is below)
  *   - mm_gemv up to GV_TMAX (16) tokens: the weights streamed once, every
  *     token's sums kept per item.  At 16 tokens it beat mm_nt 67.4 against
  *     130 us (4096 x 4096).
- *   - mm_nt from 17 tokens, 64 x 64 tiles of 4 x 4 per item, k in steps of
- *     16.  Of the settings tried at 64 tokens (H100, TM,TN,TK,RM,RN) it was
- *     fastest at 4096 x 4096, 151-152 us against 64,128,16,4,8 183 us,
- *     64,128,16,8,4 197 us, 64,64,8,4,4 189 us, 32,64,16,4,4 197 us,
- *     64,32,16,4,4 198 us, 64,64,32,8,8 280 us, and at the other shapes.
- *     The k split (5 parts there on 132 compute units) against none, in an
- *     earlier version of the kernel on an H200: 202 against 532 us.
- *     Each k step's loads are issued before the previous step's products
- *     (registers, then local memory): H200, 2026-11-26, kernel medians, two
- *     alternating rounds against loading each step after its barrier, at 17
- *     and 64 tokens: 4096 x 4096 128.5 and 142 us against 139 and 153;
- *     4096 x 14336 419-422 and 447-450 against 466-468 and 495;
- *     16384 x 16384 1561-1568 and 1714-1717 against 1704-1707 and 1869.
- *     With it, 64,128,16,4,8 (167, 521, 1755 us at 64 tokens) and
- *     64,64,32,4,4 (146, 476, 1767) still lost to the default.
+ *   - mm_nt from 17 tokens: 64 x 128 tiles (tokens x outputs) of 8 x 8 per
+ *     item (128 items), k in steps of 16, each item's tokens and outputs in
+ *     groups of four LM (LN) items apart (the kernel's MT_TOK/MT_OUT), the
+ *     loops over a step's loads and stores unrolled.  H100, 2026-11-26,
+ *     kernel medians at 64 tokens, two calls on one machine, bitnet-bench --op matmul_f32
+ *     --keep-weights --no-check, 4096 x 4096 / 4096 x 14336 / 16384 x 16384:
+ *       the former 64 x 64 tiles of 4 x 4:        129.6 / 423.6 / 1570 us
+ *       64 x 128 of 8 x 8, loops not unrolled:    113.8 / 332.8 / 1122
+ *       the same, unrolled (the default):         109.5 / 305.1 / 1055
+ *       cuBLAS fp32 (torch, TF32 off), same call:  96.9 / 231.3 /  842
+ *     (a second round: 108.3 / 304.2 / 1055 against 87.0 / 213.4 / 806),
+ *     and at 17 tokens 95.6 / 283.8 / 969 against 113.6 / 368.1 / 1359
+ *     for the former tile.  Also tried at 64 tokens (the same calls and the
+ *     one before, TM,TN,TK,RM,RN[,parts]): 64,256,32,8,8 102-109 / 328-331
+ *     / 1468-1548; 64,128,32,8,8 106 / 506 / 1684; 64,128,8,8,8 134 / 391 /
+ *     1314; 64,256,16,8,8 111 / 359 / 1335; 32,128,16,4,8 139 / 421 / 1601;
+ *     32,128,32,4,8 127-129 / 402 / 1481; and the default with 2, 4, 5 and
+ *     6 k parts where 3 (4096 x 14336, 16384 x 16384) or 9 (4096 x 4096)
+ *     are chosen: all slower.  The grouping by four alone (64 x 64 tiles of
+ *     4 x 4 keep their layout; only the code changed) took 141 to 129 us at
+ *     4096 x 4096.
+ *     Earlier, with 64 x 64 tiles of 4 x 4: the k split (5 parts there on
+ *     132 compute units) against none, on an H200: 202 against 532 us; each
+ *     k step's loads issued before the previous step's products: 8-10%
+ *     faster at 17 and 64 tokens (H200).
  * On other devices CLBlast: on PoCL (CPU, 1024 x 1024) it won at 1 and 64
  * tokens (0.34 against 0.56-0.62 ms, 25.9 against 51.0 ms for the former
  * tiled kernel).  BITNET_OCL_MATMUL=own or =clblast forces one (for
@@ -115,7 +126,7 @@ typedef struct {
     unsigned tm, tn, tk, rm, rn, parts; /* parts 0: chosen from the shape */
 } mt_cfg;
 
-static const mt_cfg mt_default = {64, 64, 16, 4, 4, 0};
+static const mt_cfg mt_default = {64, 128, 16, 8, 8, 0};
 #define MT_PAD 4 /* floats added to each row of the kernel's local tiles */
 
 /* BITNET_OCL_MM_TILE=TM,TN,TK,RM,RN[,PARTS] replaces the tile for sweeps

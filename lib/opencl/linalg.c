@@ -33,30 +33,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* 4096 x 4096 f32 on an H100 (bitnet-bench, end to end / CLBlast kernels):
- * NB 64: 103 / 45.4 ms, 128: 97.1 / 40.6, 256: 82.3 / 29.7, 512: 76.2 / 24.4,
- * 1024: 85.4 / 24.2.  The host's LAPACK (16 cores) took 79.5 ms.
- * Tried on an H200 (2026-11-26) and not kept: the f32 trailing update on the
- * project's tiled float kernel (mm_nt) in place of CLBlast's SYRK, with one
- * block of lookahead (the next diagonal block updated and read first, the
- * host factoring it while the device updates the rest).  Three alternating
- * rounds, kernel / end to end: NB 512 17.5-22.0 / 60.0-61.5 ms against
- * 18.7-18.9 / 56.1-63.0 ms, NB 1024 15.1 / 58.1-66.6 against 15.9-16.7 /
- * 56.4-62.9 ms (host LAPACK 48.4 ms).  The end-to-end time is mostly the
- * host's: an LD_PRELOAD trace (tests/device/cltrace.c) counted about 780
- * kernel launches per call at about 10 us of host time each (CLBlast's TRSM
- * runs many small kernels) and 14 ms of transfers for the 64 MiB matrix each
- * way through staging.
- * CLBlast's TRSM replaced by trsm_right (H100, 2026-11-26, bitnet-bench
- * --op cholesky --shape 4096x4096, alternating rounds, kernel / end to end):
- * NB 512 4.6-5.9 / 50-80 ms against 19.7-25.8 / 48.9-70.9 ms; about 100
- * launches a call where there were about 500, and no scratch buffers made
- * and freed inside.  End to end is no better within the noise: a trace
- * (tests/device/cltrace.c) shows the host's potrf and trtri of each 512
- * block (about 0.85 and 0.9 ms) with the device idle, and the 64 MiB going
- * up and down.  Also tried then: the panel transfers through a device
- * scratch and a plain staged transfer instead of the rectangular ones (no
- * gain end to end; QR 206-219 against 191-205 ms). */
+/* The factorisation on the device, 4096 x 4096 f32 on an H100 (2026-11-26,
+ * bitnet-bench --op cholesky --threads 16, two alternating rounds in one
+ * call, kernel / end to end): NB 256 7.9-9.0 / 14.0-15.1 ms, NB 512
+ * 7.2 / 12.7-12.8, NB 1024 6.7 / 13.0-13.2; the host's LAPACK (16 threads)
+ * 50.8-51.6 ms; torch (cuSOLVER) 1.97 ms.  The former code in the same
+ * call (the host's potrf of each 512 diagonal block and trtri of its
+ * 128-column blocks, a blocking read and write per block, the panel solved
+ * by GEMMs against those inverses) took 5.1-6.1 / 49.5-75.1 ms.  Where the
+ * 7.2 ms of kernels go (tests/device/cltrace.c, CLTRACE_KTIME=1):
+ * la_chol_tile about 40 us x 64, la_chol_panel 23 us x 63, the GEMMs
+ * 12 us each, SYRK 107 us each (7); la_chol_tile took 67 us when one item
+ * per row did its row's whole update.  Earlier, with a host factor of the
+ * diagonal blocks: NB 64 to 1024 (H100) 103 / 76.2 / 85.4 ms end to end at
+ * 64 / 512 / 1024, and the trailing update on the project's own tiled float
+ * kernel (mm_nt) in place of CLBlast's SYRK, with lookahead, no faster end
+ * to end (H200). */
 #define NB_DEFAULT 512
 #define NB_MAX 2048
 

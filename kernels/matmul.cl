@@ -19,16 +19,16 @@
 #define MT_TM 64 /* tokens per tile */
 #endif
 #ifndef MT_TN
-#define MT_TN 64 /* outputs per tile */
+#define MT_TN 128 /* outputs per tile */
 #endif
 #ifndef MT_TK
 #define MT_TK 16 /* k per step (a multiple of 4) */
 #endif
 #ifndef MT_RM
-#define MT_RM 4 /* tokens per work-item */
+#define MT_RM 8 /* tokens per work-item */
 #endif
 #ifndef MT_RN
-#define MT_RN 4 /* outputs per work-item */
+#define MT_RN 8 /* outputs per work-item */
 #endif
 #define MT_LM (MT_TM / MT_RM)
 #define MT_LN (MT_TN / MT_RN)

@@ -6,8 +6,8 @@
  * kernels/linalg.cl and a CLBlast GEMM, then the trailing matrix updated by
  * CLBlast's SYRK.  NB is 512 (BITNET_OCL_CHOL_NB sets it for sweeps).  The
  * host reads one int after the factorisation: 0, or the failing pivot.  The
- * solve adds two TRSMs (L Z = B, L^T X = Z).  f64 on a device without fp64
- * runs the CPU path.
+ * solve adds two TRSMs (L Z = B, L^T X = Z).  f64 on a device without fp64,
+ * or a device too small for the tile kernels (chol_fits), runs the CPU path.
  *
  * QR (thin, Householder, blocked like LAPACK's geqrf/orgqr) on the matrix in
  * one device buffer:
@@ -245,10 +245,20 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
     return st;
 }
 
+/* 1 when the device runs the tile kernels: f64 where asked, 4 LA_TB items a
+ * work-group and a tile in local memory.  Else the CPU path takes the op. */
+static int chol_fits(bn_ocl *o, bitnet_dtype dt)
+{
+    const bn_ocl_caps *c = bn_ocl_get_caps(o);
+    const uint64_t tile = (uint64_t)LA_TB * (LA_TB + 1) * bn_la_esize(dt);
+    return (dt != BITNET_F64 || c->has_fp64) && (!c->max_wg || c->max_wg >= 4 * LA_TB) &&
+           (!c->local_mem || c->local_mem >= tile);
+}
+
 bitnet_status bn_ocl_cholesky(void *ctx, bitnet_dtype dt, const void *a, uint64_t batch, uint64_t n, void *l)
 {
     bn_ocl *o = ctx;
-    if (dt == BITNET_F64 && !bn_ocl_get_caps(o)->has_fp64) return bn_cpu_cholesky(NULL, dt, a, batch, n, l);
+    if (!chol_fits(o, dt)) return bn_cpu_cholesky(NULL, dt, a, batch, n, l);
     return chol_ocl(o, "cholesky", dt, a, batch, n, NULL, 0, l);
 }
 
@@ -256,7 +266,7 @@ bitnet_status bn_ocl_cholesky_solve(void *ctx, bitnet_dtype dt, const void *a, u
                                     const void *b, uint64_t nrhs, void *x)
 {
     bn_ocl *o = ctx;
-    if (dt == BITNET_F64 && !bn_ocl_get_caps(o)->has_fp64) return bn_cpu_cholesky_solve(NULL, dt, a, batch, n, b, nrhs, x);
+    if (!chol_fits(o, dt)) return bn_cpu_cholesky_solve(NULL, dt, a, batch, n, b, nrhs, x);
     return chol_ocl(o, "cholesky_solve", dt, a, batch, n, b, nrhs, x);
 }
 

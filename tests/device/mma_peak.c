@@ -1,0 +1,135 @@
+/*
+ * mma_peak.c - the INT8 tensor-core rate that OpenCL C reaches on an NVIDIA
+ * GPU through inline PTX (mma.sync.aligned.m16n8k32, the instruction of
+ * bl_gemm_mma), with nothing else in the loop: each warp keeps MMA_ACC
+ * independent accumulator tiles and issues MMA_ACC mma per iteration, so
+ * that the rate is the instruction's and not its latency.  s8 x s8 and
+ * u8 x s8 (bl_gemm_mma's default), several warps per work-group, a grid of
+ * many work-groups per compute unit; the kernel time from profiling events
+ * (median of REPS launches) gives TOPS (one mma m16n8k32 = 16*8*32*2 ops).
+ * It bounds what bl_gemm_mma can do at 64 tokens: 4096 x 14336 x 64 is
+ * 7.5 GOP.  A probe for the GPU machine (tests/device/), not part of the
+ * library or its tests.
+ *
+ *   cc -O2 -o mma_peak tests/device/mma_peak.c -lOpenCL
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REPS 21
+
+#define CK(x)                                                                  \
+    do {                                                                       \
+        cl_int e_ = (x);                                                       \
+        if (e_ != CL_SUCCESS) {                                                \
+            fprintf(stderr, "%s failed: %d (line %d)\n", #x, (int)e_, __LINE__); \
+            exit(1);                                                           \
+        }                                                                      \
+    } while (0)
+
+static const char *src =
+    "#ifndef MMA_ACC\n#define MMA_ACC 8\n#endif\n"
+    "inline int4 mma(int4 a, int2 b, int4 c) {\n"
+    "  int d0, d1, d2, d3;\n"
+    "#if SIGNED\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 \"\n"
+    "#else\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 \"\n"
+    "#endif\n"
+    "    \"{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\"\n"
+    "    : \"=r\"(d0), \"=r\"(d1), \"=r\"(d2), \"=r\"(d3)\n"
+    "    : \"r\"(a.x), \"r\"(a.y), \"r\"(a.z), \"r\"(a.w), \"r\"(b.x), \"r\"(b.y), \"r\"(c.x), \"r\"(c.y), \"r\"(c.z), \"r\"(c.w));\n"
+    "  return (int4)(d0, d1, d2, d3); }\n"
+    "__kernel void peak(__global int *out, const int iters) {\n"
+    "  const int l = (int)get_global_id(0);\n"
+    "  int4 a = (int4)(l, l * 3, l * 5, l * 7); int2 b = (int2)(l * 11, l * 13);\n"
+    "  int4 c[MMA_ACC];\n"
+    "  for (int j = 0; j < MMA_ACC; j++) c[j] = (int4)(j);\n"
+    "  for (int i = 0; i < iters; i++) {\n"
+    "#pragma unroll\n"
+    "    for (int j = 0; j < MMA_ACC; j++) c[j] = mma(a, b, c[j]);\n"
+    "    a.x += 1; }\n"
+    "  int4 s = c[0];\n"
+    "  for (int j = 1; j < MMA_ACC; j++) s += c[j];\n"
+    "  out[l] = s.x + s.y + s.z + s.w; }\n";
+
+static int cmp_d(const void *a, const void *b)
+{
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+    const int iters = argc > 1 ? atoi(argv[1]) : 4096;
+    cl_platform_id plats[8];
+    cl_uint np = 0;
+    CK(clGetPlatformIDs(8, plats, &np));
+    cl_device_id dev = NULL;
+    for (cl_uint i = 0; i < np && !dev; i++)
+        if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_GPU, 1, &dev, NULL) != CL_SUCCESS) dev = NULL;
+    if (!dev) {
+        fprintf(stderr, "mma_peak: no GPU\n");
+        return 1;
+    }
+    char name[256] = "";
+    cl_uint cus = 0;
+    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+    clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    CK(err);
+    cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    CK(err);
+    printf("%s, %u compute units, %d iterations a launch\n", name, cus, iters);
+    static const int accs[] = {4, 8, 16};
+    static const int warps[] = {4, 8};
+    for (int sg = 1; sg >= 0; sg--)
+        for (size_t ai = 0; ai < sizeof accs / sizeof accs[0]; ai++) {
+            char opts[64];
+            snprintf(opts, sizeof opts, "-DSIGNED=%d -DMMA_ACC=%d", sg, accs[ai]);
+            cl_program p = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+            CK(err);
+            if (clBuildProgram(p, 1, &dev, opts, NULL, NULL) != CL_SUCCESS) {
+                char log[4096] = "";
+                clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
+                fprintf(stderr, "build failed (%s):\n%s\n", opts, log);
+                return 1;
+            }
+            cl_kernel k = clCreateKernel(p, "peak", &err);
+            CK(err);
+            for (size_t wi = 0; wi < sizeof warps / sizeof warps[0]; wi++)
+                for (int per_cu = 2; per_cu <= 8; per_cu *= 2) {
+                    const size_t local = 32 * (size_t)warps[wi], global = local * cus * (size_t)per_cu;
+                    cl_mem out = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, global * sizeof(cl_int), NULL, &err);
+                    CK(err);
+                    CK(clSetKernelArg(k, 0, sizeof out, &out));
+                    CK(clSetKernelArg(k, 1, sizeof iters, &iters));
+                    double t[REPS];
+                    for (int r = -2; r < REPS; r++) {
+                        cl_event ev;
+                        CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, &ev));
+                        CK(clWaitForEvents(1, &ev));
+                        cl_ulong t0, t1;
+                        CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL));
+                        CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL));
+                        clReleaseEvent(ev);
+                        if (r >= 0) t[r] = (double)(t1 - t0) * 1e-9;
+                    }
+                    qsort(t, REPS, sizeof t[0], cmp_d);
+                    const double mmas = (double)(global / 32) * iters * accs[ai];
+                    printf("%s acc %2d, %d warps x %d groups/CU: %8.1f us, %6.1f TOPS\n", sg ? "s8.s8" : "u8.s8",
+                           accs[ai], warps[wi], per_cu, t[REPS / 2] * 1e6, mmas * 8192.0 / t[REPS / 2] * 1e-12);
+                    clReleaseMemObject(out);
+                }
+            clReleaseKernel(k);
+            clReleaseProgram(p);
+        }
+    clReleaseCommandQueue(q);
+    clReleaseContext(ctx);
+    return 0;
+}

@@ -212,6 +212,7 @@ static void default_init(void)
 {
     if (bitnet_backend_create(&default_be, "cpu", 0) != BITNET_OK) default_be = NULL;
 }
+
 bn_pool *bn_backend_pool(bitnet_backend *be) { return be && be->cpu ? be->cpu->pool : NULL; }
 
 bitnet_backend *bn_backend_or_default(bitnet_backend *be)

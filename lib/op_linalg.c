@@ -49,8 +49,8 @@ static bitnet_status la_dims(const char *op, bitnet_dtype dt, uint64_t batch, ui
 /* 1 when the n elements at p are all finite: exponent bits all ones is NaN
  * or Inf.  Branch-free over the block, so that the compiler vectorizes it
  * (a 4096 x 4096 f32 matrix took 8.7 ms element by element through isfinite
- * on a 2-vCPU VM; the host time of the OpenCL Cholesky is mostly this and the
- * transfers). */
+ * on a 2-vCPU VM, where the OpenCL Cholesky of such a matrix spends about
+ * 7 ms in kernels on an H100). */
 static int block_finite(bitnet_dtype dt, const void *p, size_t n)
 {
     unsigned bad = 0;

@@ -138,15 +138,17 @@ __kernel void la_zero_upper(__global la_t *a, const bn_size n)
 #define LA_TB 64 /* tile width: one work-item per row of a tile (the host reads the same name) */
 #endif
 
-/* The tile's lower triangle into t (t[i][c], c <= i < tb) by the nw items
- * of a work-group, a row of LA_TB columns per LA_TB items: coalesced, every
- * load of an item in flight at once (one item loading its own row waited
- * on each load: most of the kernels' time on an H100). */
-#define LA_LOAD_TILE(t, a, n, j0, tb, lid, nw)                                                              \
+/* stmt for each element (i_, c_) of the tile's lower triangle (c_ <= i_ <
+ * tb), spread over the nw items of a work-group, a row of LA_TB columns per
+ * LA_TB items: coalesced, every access of an item in flight at once (one
+ * item loading its own row waited on each load: most of the kernels' time
+ * on an H100).  The tile's element (i_, c_) is LA_AT(a, n, j0, i_, c_). */
+#define LA_TILE_EACH(lid, nw, tb, stmt)                                                                     \
     _Pragma("unroll") for (int e_ = (lid); e_ < LA_TB * LA_TB; e_ += (nw)) {                                \
         const int i_ = e_ / LA_TB, c_ = e_ % LA_TB;                                                          \
-        if (i_ < (tb) && c_ <= i_) (t)[i_][c_] = (a)[((j0) + (bn_size)i_) * (n) + (j0) + (bn_size)c_];      \
+        if (i_ < (tb) && c_ <= i_) { stmt; }                                                                 \
     }
+#define LA_AT(a, n, j0, i, c) (a)[((j0) + (bn_size)(i)) * (n) + (j0) + (bn_size)(c)]
 
 /* One work-group of 4 LA_TB items: the tile in local memory, column by
  * column: the column scaled by its row's item, then the trailing triangle
@@ -158,7 +160,7 @@ void la_chol_tile(__global la_t *a, const bn_size n, const bn_size j0, const int
     __local la_t t[LA_TB][LA_TB + 1];
     const int lid = (int)get_local_id(0), i = lid % LA_TB, q = lid / LA_TB;
     if (*info) return; /* the same for every item */
-    LA_LOAD_TILE(t, a, n, j0, tb, lid, 4 * LA_TB)
+    LA_TILE_EACH(lid, 4 * LA_TB, tb, t[i_][c_] = LA_AT(a, n, j0, i_, c_))
     int bad = 0; /* the same for every item: every item reaches every barrier */
     for (int j = 0; j < tb; j++) {
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -181,11 +183,7 @@ void la_chol_tile(__global la_t *a, const bn_size n, const bn_size j0, const int
         if (lid == 0) *info = (int)(j0 + (bn_size)bad);
         return;
     }
-#pragma unroll
-    for (int e = lid; e < LA_TB * LA_TB; e += 4 * LA_TB) {
-        const int r = e / LA_TB, c = e % LA_TB;
-        if (r < tb && c <= r) a[(j0 + (bn_size)r) * n + j0 + (bn_size)c] = t[r][c];
-    }
+    LA_TILE_EACH(lid, 4 * LA_TB, tb, LA_AT(a, n, j0, i_, c_) = t[i_][c_])
 }
 
 /* Rows j0 + tb .. n of columns j0 .. j0 + tb: one item per row, LA_TB rows
@@ -199,7 +197,7 @@ void la_chol_panel(__global la_t *a, const bn_size n, const bn_size j0, const in
     __local la_t t[LA_TB][LA_TB + 1];
     const int lid = (int)get_local_id(0);
     if (*info) return;
-    LA_LOAD_TILE(t, a, n, j0, tb, lid, LA_TB)
+    LA_TILE_EACH(lid, LA_TB, tb, t[i_][c_] = LA_AT(a, n, j0, i_, c_))
     barrier(CLK_LOCAL_MEM_FENCE);
     const bn_size r = j0 + (bn_size)tb + get_global_id(0);
     if (r >= n) return;

@@ -121,6 +121,16 @@ static bitnet_status gemm(bn_ocl *o, const char *op, bitnet_dtype dt, int ta, in
  *   A22 -= L21 L21^T                    CLBlast SYRK (the trailing matrix)
  * info (a device int, 0 on entry) gets the 1-based pivot that is not
  * positive; the host reads it after the last launch. */
+/* One launch of la_chol_tile or la_chol_panel (the same arguments) on the
+ * tile at column j, tb wide. */
+static bitnet_status chol_run(bn_ocl *o, cl_kernel k, cl_mem buf, cl_ulong n, cl_ulong j, cl_int tb, cl_mem info,
+                              size_t global, size_t local, const char *op)
+{
+    bitnet_status st = bn_ocl_args(o, k, 5, sizeof buf, &buf, sizeof n, &n, sizeof j, &j, sizeof tb, &tb,
+                                   sizeof info, &info);
+    return st ? st : bn_ocl_run(o, k, 1, &global, &local, op);
+}
+
 static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, uint64_t nb, cl_mem info,
                             const char *op)
 {
@@ -130,24 +140,15 @@ static bitnet_status factor(bn_ocl *o, bitnet_dtype dt, cl_mem buf, uint64_t n, 
     bitnet_status st = bn_ocl_kernel(o, "linalg", "la_chol_tile", opts, &kt);
     if (!st) st = bn_ocl_kernel(o, "linalg", "la_chol_panel", opts, &kp);
     if (st) return st;
-    const cl_ulong cn = n;
-    const size_t tl = LA_TB, tw = 4 * LA_TB; /* la_chol_panel's and la_chol_tile's work-groups */
     for (uint64_t j0 = 0; j0 < n; j0 += nb) {
         const uint64_t jb = n - j0 < nb ? n - j0 : nb, pe = j0 + jb, rest = n - pe;
         for (uint64_t j = j0; j < pe; j += LA_TB) {
             const cl_int tb = (cl_int)(pe - j < LA_TB ? pe - j : LA_TB);
             const uint64_t below = n - j - (uint64_t)tb;
-            const cl_ulong cj = j;
-            if ((st = bn_ocl_args(o, kt, 5, sizeof buf, &buf, sizeof cn, &cn, sizeof cj, &cj, sizeof tb, &tb,
-                                  sizeof info, &info)) ||
-                (st = bn_ocl_run(o, kt, 1, &tw, &tw, op)))
-                return st;
+            /* la_chol_tile: one work-group of 4 LA_TB items; la_chol_panel: LA_TB rows a work-group */
+            if ((st = chol_run(o, kt, buf, n, j, tb, info, 4 * LA_TB, 4 * LA_TB, op))) return st;
             if (!below) break;
-            const size_t rows = bn_tops_round(below, tl);
-            if ((st = bn_ocl_args(o, kp, 5, sizeof buf, &buf, sizeof cn, &cn, sizeof cj, &cj, sizeof tb, &tb,
-                                  sizeof info, &info)) ||
-                (st = bn_ocl_run(o, kp, 1, &rows, &tl, op)))
-                return st;
+            if ((st = chol_run(o, kp, buf, n, j, tb, info, bn_tops_round(below, LA_TB), LA_TB, op))) return st;
             const size_t l21 = (size_t)((j + (uint64_t)tb) * n + j);
             if ((st = gemm(o, op, dt, 0, 1, below, pe - j - (uint64_t)tb, (uint64_t)tb, -1.0, buf, l21, n, buf, l21, n,
                            1.0, buf, l21 + (size_t)tb, n)))
@@ -220,7 +221,7 @@ static bitnet_status chol_ocl(bn_ocl *o, const char *op, bitnet_dtype dt, const 
     if (!st) st = bn_ocl_alloc(o, sizeof(cl_int), &binfo);
     for (uint64_t k = 0; k < batch && !st; k++) {
         cl_int info = 0;
-        if ((st = bn_ocl_upload(o, binfo, 0, &info, sizeof info)) ||
+        if ((st = bn_ocl_fill0(o, binfo, sizeof info)) ||
             (st = bn_ocl_upload(o, bl, 0, bn_la_at(dt, a, k, n * n), mat)) ||
             (st = factor(o, dt, bl, n, nb, binfo, op)) || (st = bn_ocl_download(o, binfo, 0, &info, sizeof info)))
             break;

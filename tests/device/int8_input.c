@@ -18,27 +18,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "probe.h"
+
 #define REPS 200
 #define WARMUP 10
-
-static double now_us(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v)
-{
-    qsort(v, REPS, sizeof *v, cmp_d);
-    return v[REPS / 2];
-}
 
 static int fail(const char *what)
 {
@@ -82,7 +65,7 @@ int main(int argc, char **argv)
         if (r >= 0) tf[r] = t1 - t0, tq[r] = t2_ - t1, t8[r] = t3 - t2_;
     }
     printf("%llux%llu, %llu tokens: float input %.1f us; int8 input %.1f us (after %.1f us of host quantization)%s\n",
-           (unsigned long long)out, (unsigned long long)in, (unsigned long long)T, median(tf), median(t8), median(tq),
+           (unsigned long long)out, (unsigned long long)in, (unsigned long long)T, median(tf, REPS), median(t8, REPS), median(tq, REPS),
            memcmp(y, y8, T * out * 4) ? "; OUTPUTS DIFFER" : "");
     return 0;
 }

@@ -17,35 +17,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "probe.h"
+
 #define REPS 300
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
-}
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_d);
-    return v[n / 2];
-}
-
-#define CK(x)                                                                  \
-    do {                                                                       \
-        cl_int e_ = (x);                                                       \
-        if (e_ != CL_SUCCESS) {                                                \
-            fprintf(stderr, "%s failed: %d (line %d)\n", #x, (int)e_, __LINE__); \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
 
 static const char *src =
     "__kernel void empty(__global float *p) { if (get_global_id(0) == 0xffffffffu) p[0] = 1.0f; }\n"

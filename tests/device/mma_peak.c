@@ -20,16 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REPS 21
+#include "probe.h"
 
-#define CK(x)                                                                  \
-    do {                                                                       \
-        cl_int e_ = (x);                                                       \
-        if (e_ != CL_SUCCESS) {                                                \
-            fprintf(stderr, "%s failed: %d (line %d)\n", #x, (int)e_, __LINE__); \
-            exit(1);                                                           \
-        }                                                                      \
-    } while (0)
+#define REPS 21
 
 static const char *src =
     "#ifndef MMA_ACC\n#define MMA_ACC 8\n#endif\n"
@@ -56,12 +49,6 @@ static const char *src =
     "  int4 s = c[0];\n"
     "  for (int j = 1; j < MMA_ACC; j++) s += c[j];\n"
     "  out[l] = s.x + s.y + s.z + s.w; }\n";
-
-static int cmp_d(const void *a, const void *b)
-{
-    const double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
 
 int main(int argc, char **argv)
 {
@@ -120,10 +107,10 @@ int main(int argc, char **argv)
                         clReleaseEvent(ev);
                         if (r >= 0) t[r] = (double)(t1 - t0) * 1e-9;
                     }
-                    qsort(t, REPS, sizeof t[0], cmp_d);
+                    const double med = median(t, REPS);
                     const double mmas = (double)(global / 32) * iters * accs[ai];
                     printf("%s acc %2d, %d warps x %d groups/CU: %8.1f us, %6.1f TOPS\n", sg ? "s8.s8" : "u8.s8",
-                           accs[ai], warps[wi], per_cu, t[REPS / 2] * 1e6, mmas * 8192.0 / t[REPS / 2] * 1e-12);
+                           accs[ai], warps[wi], per_cu, med * 1e6, mmas * 8192.0 / med * 1e-12);
                     clReleaseMemObject(out);
                 }
             clReleaseKernel(k);

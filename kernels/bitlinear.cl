@@ -177,35 +177,42 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
  *      a.w row g+8, k 16+4t..  (byte 0 = lowest k)
  *   B: b.x token g, k 4t..4t+3; b.y token g, k 16+4t..
  *   C: c.x, c.y row g, tokens 2t, 2t+1; c.z, c.w row g+8, tokens 2t, 2t+1.
- * The order of k inside one mma is free if A and B agree, so each lane takes
- * its A words straight from T2: per row a uint4 of bytes 16t..16t+15 of a
- * super-block of two 32-byte blocks, at four shifts = 8 k-steps; k-step e
- * uses shift e >> 1 and words 2(e & 1) (a.x/a.y) and 2(e & 1) + 1 (a.z/a.w).
- * The activations are staged once per chunk in local memory permuted to
- * that order (one 8-byte load per lane, k-step and 8-token tile).
+ * The order of k inside one mma is free if A and B agree.  Each lane takes,
+ * per row, the 16 bytes 16t..16t+15 of a super-block (two 32-byte blocks of
+ * T2): word v holds columns 32s + 16(t & 1) + 4v.. of block t >> 1 at shift
+ * s.  K-step (s, pe) uses words 2pe (a.x, a.y) and 2pe + 1 (a.z, a.w), so B
+ * is the 8 contiguous activations at column 32s + 16(t & 1) + 8pe of block
+ * t >> 1: one 16-byte load serves the k-steps pe = 0 and 1.
  * Codes go in unsigned (u8, one shift and AND for four weights) and the
  * host's per-token sums of the activations are taken off: sum (c - 1) x =
  * sum c x - sum x; MMA_SIGNED=1 decodes to -1..1 (s8) instead.
  *
+ * Weights and activations stream through local memory in chunks of MMA_KB
+ * blocks, MMA_ST chunks in flight: cp.async copies global memory to local
+ * memory without registers, the work-group waits for the oldest chunk,
+ * issues the copy of the chunk MMA_ST - 1 ahead into the stage it has just
+ * finished with, and computes (one barrier a chunk).  Local positions are
+ * XOR-swizzled in 16-byte units so that the 8 lanes of each quarter-warp's
+ * 16-byte loads hit different banks: a row's codes flip bit 2 on odd rows
+ * (where a row's units are a multiple of 8), a token's activations flip bit
+ * 1 in odd blocks and bit 2 on odd tokens.
+ *
  * Tunables (-D; the host passes BITNET_MMA_OPTS):
- *   MMA_WM  warps along the rows of a work-group     MMA_MT  16-row tiles per warp
- *   MMA_WK  warps splitting k (summed at the end)    MMA_NT  tokens per pass (x8)
- *   MMA_KB  blocks (128 columns) staged per chunk (even)
- * A work-group has 32 x MMA_WM*MMA_WK work-items and owns 16*MMA_MT*MMA_WM
- * rows (group id 0) of MMA_NT tokens (group id 2, looping past the grid);
- * each warp keeps MMA_MT * MMA_NT/8 accumulator tiles in registers.
- * Group id 1 splits k over work-groups (the host's MMA_KP parts of spp
- * super-blocks each, spp a multiple of a chunk): with more than one part each
- * writes its integer sums to part[p][token][row] and bl_mma_sum adds them
- * (exact: integers) and applies the epilogue.
+ *   MMA_WM  warps of a work-group, along the rows   MMA_MT  16-row tiles per warp
+ *   MMA_NT  tokens per pass (x8)    MMA_KB  blocks (128 columns) a chunk (even)
+ *   MMA_ST  chunks in flight (2..4)
+ * A work-group has 32 x MMA_WM work-items and owns 16*MMA_MT*MMA_WM rows
+ * (group id 0) of MMA_NT tokens (group id 2, looping past the grid); each
+ * warp keeps MMA_MT * MMA_NT/8 accumulator tiles in registers.  Group id 1
+ * splits k over work-groups (the host's MMA_KP parts of spp super-blocks
+ * each, spp a multiple of a chunk): with more than one part each writes its
+ * integer sums to part[p][token][row] and bl_mma_sum adds them (exact:
+ * integers) and applies the epilogue.
  * MMA_EMULATE (tests on any device): the mma in plain OpenCL C through local
- * memory with barriers, so every BL_MMA must be reached by the whole
- * work-group (all loops around it are uniform). */
+ * memory with barriers, and plain copies for cp.async, so every BL_MMA must
+ * be reached by the whole work-group (all loops around it are uniform). */
 #ifndef MMA_WM
 #define MMA_WM 4
-#endif
-#ifndef MMA_WK
-#define MMA_WK 1
 #endif
 #ifndef MMA_MT
 #define MMA_MT 2
@@ -214,7 +221,10 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
 #define MMA_NT 8
 #endif
 #ifndef MMA_KB
-#define MMA_KB 4
+#define MMA_KB 2
+#endif
+#ifndef MMA_ST
+#define MMA_ST 2
 #endif
 #ifndef MMA_SIGNED
 #define MMA_SIGNED 0
@@ -222,20 +232,18 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
 #ifndef MMA_TEST_BIAS
 #define MMA_TEST_BIAS 0 /* tests: every integer sum starts there */
 #endif
-#if MMA_NT % 8 != 0 || MMA_NT < 8 || MMA_KB % 2 != 0 || MMA_KB < 2 || MMA_WM < 1 || MMA_WK < 1 || MMA_MT < 1
-#error "bl_gemm_mma: MMA_NT must be a multiple of 8, MMA_KB even, the others >= 1"
+#if MMA_NT % 8 != 0 || MMA_NT < 8 || MMA_KB % 2 != 0 || MMA_KB < 2 || MMA_WM < 1 || MMA_MT < 1 || MMA_ST < 2 || MMA_ST > 4
+#error "bl_gemm_mma: MMA_NT must be a multiple of 8, MMA_KB even, MMA_ST 2..4, the others >= 1"
 #endif
-#define MMA_NW (MMA_WM * MMA_WK)
 #define MMA_NTT (MMA_NT / 8)
 #define MMA_MR (16 * MMA_MT * MMA_WM)
-#define MMA_NSC (MMA_KB / 2) /* super-blocks per chunk */
-/* words of one token's staged chunk: 8 k-steps x 4 lanes x 2 words per
- * super-block, plus 8 words so that the 8 tokens of a tile fall on
- * different banks */
-#define MMA_XS (MMA_NSC * 64 + 8)
-#define MMA_XWORDS (MMA_NT * MMA_XS)
-#define MMA_RWORDS (MMA_WK > 1 ? MMA_MR * MMA_NT : 0)
-#define MMA_LWORDS (MMA_XWORDS > MMA_RWORDS ? MMA_XWORDS : MMA_RWORDS)
+#define MMA_NSC (MMA_KB / 2)                   /* super-blocks a chunk */
+#define MMA_WU (MMA_NSC * 4)                   /* 16-byte units of a row's codes a chunk */
+#define MMA_XU (MMA_NSC * 16)                  /* units of a token's activations a chunk */
+#define MMA_WSW (MMA_WU % 8 == 0 ? 4 : 0)      /* odd rows' swizzle */
+#define MMA_SW (MMA_MR * MMA_WU)               /* units of a stage: codes, then */
+#define MMA_SU (MMA_SW + MMA_NT * MMA_XU)      /* activations */
+#define MMA_CPT ((MMA_SU + 32 * MMA_WM - 1) / (32 * MMA_WM)) /* copies per work-item a chunk */
 /* Loops over tiles unrolled on NVIDIA (the accumulators stay in registers);
  * never under emulation, where every unrolled mma is a barrier region and
  * the build of the program takes minutes. */
@@ -280,8 +288,15 @@ inline int4 bl_mma_emu(int4 a, int2 b, int4 c, __local int *scr, int lane)
     barrier(CLK_LOCAL_MEM_FENCE);
     return c + (int4)(r[0], r[1], r[2], r[3]);
 }
-#define BL_MSCRATCH __local int mscr_[32 * 6 * MMA_NW]
+#define BL_MSCRATCH __local int mscr_[32 * 6 * MMA_WM]
 #define BL_MMA(a, b, c) bl_mma_emu((a), (b), (c), mscr_ + 32 * 6 * get_local_id(1), get_local_id(0))
+/* cp.async as a plain copy: the barrier after the wait makes it visible */
+inline void bl_cp16(__local uint4 *dst, __global const uchar *src, int live)
+{
+    *dst = live ? vload4(0, (__global const uint *)src) : (uint4)(0);
+}
+#define BL_CP_COMMIT()
+#define BL_CP_WAIT()
 #else
 inline int4 bl_mma(int4 a, int2 b, int4 c)
 {
@@ -299,6 +314,23 @@ inline int4 bl_mma(int4 a, int2 b, int4 c)
 }
 #define BL_MSCRATCH
 #define BL_MMA(a, b, c) bl_mma((a), (b), (c))
+/* 16 bytes global -> local without registers (sm_80 cp.async, L2 only);
+ * src-size 0 fills zeros and reads nothing.  A __local pointer's value is
+ * its address in the shared state space. */
+inline void bl_cp16(__local uint4 *dst, __global const uchar *src, int live)
+{
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"((uint)(ulong)dst), "l"((ulong)src),
+                 "r"(live ? 16 : 0)
+                 : "memory");
+}
+#define BL_CP_COMMIT() asm volatile("cp.async.commit_group;" ::: "memory")
+#if MMA_ST == 2
+#define BL_CP_WAIT() asm volatile("cp.async.wait_group 0;" ::: "memory")
+#elif MMA_ST == 3
+#define BL_CP_WAIT() asm volatile("cp.async.wait_group 1;" ::: "memory")
+#else
+#define BL_CP_WAIT() asm volatile("cp.async.wait_group 2;" ::: "memory")
+#endif
 #endif
 
 /* Four weights of word w at shift s as mma bytes: codes 0..2 (u8) or -1..1 (s8). */
@@ -312,70 +344,51 @@ inline int bl_mma_dec(uint w, int s)
 #endif
 }
 
-/* Staging: 16 activations (columns 16q..16q+15 of super-block sc of the
- * chunk) of token n go to the words that k-steps read.  Column c of a
- * super-block: block c >> 7, shift s = (c >> 5) & 3, byte j0 = c & 31 of the
- * block = 16 (t & 1) + 4 v: lane t = 2 (c >> 7) + (j0 >> 4), word v of its
- * uint4, k-step e = 2 s + (v >> 1), half v & 1 (b.x or b.y).  Here c = 16q,
- * so v runs 0..3 over the four words and s, t are those of the whole load. */
-inline void bl_mma_stage(__local uint *xl, int n, int sc, int q, uint4 v)
-{
-    const int c = 16 * q, s = (c >> 5) & 3, t = 2 * (c >> 7) + ((c & 31) >> 4);
-    __local uint *p = xl + n * MMA_XS + sc * 64 + t * 2 + s * 16;
-    p[0] = v.x; /* v = 0: e = 2s, b.x */
-    p[1] = v.y; /* v = 1: e = 2s, b.y */
-    p[8] = v.z; /* v = 2: e = 2s + 1, b.x */
-    p[9] = v.w; /* v = 3: e = 2s + 1, b.y */
-}
+/* Positions (16-byte units) in a stage: unit q of row r's codes, unit u of
+ * token n's activations (see the swizzles above). */
+#define MMA_WPOS(r, q) ((r)*MMA_WU + ((q) ^ (((r)&1) * MMA_WSW)))
+#define MMA_XPOS(n, u) (MMA_SW + (n)*MMA_XU + ((u) ^ ((((u) >> 3) & 1) << 1) ^ (((n)&1) << 2)))
 
-#define MMA_NSCW ((MMA_NSC + MMA_WK - 1) / MMA_WK) /* super-blocks per warp and chunk */
-
-/* This warp's code words of the chunk at super-block c0 (rows r0..): those
- * past the row or the chunk, and rows past out, are zeros. */
-#define MMA_LOAD_W(aw, c0)                                                                                   \
-    MMA_UNROLL for (int u = 0; u < MMA_NSCW; u++) {                                                          \
-        const int sc_ = u * MMA_WK + wk;                                                                     \
-        const bn_size blk_ = ((c0) + (bn_size)sc_) * 2 + (bn_size)(t >> 1);                                 \
-        const int live_ = sc_ < MMA_NSC && blk_ < nblocks;                                                   \
-        MMA_UNROLL for (int m = 0; m < MMA_MT; m++) MMA_UNROLL for (int h = 0; h < 2; h++) {                 \
-            const bn_size row_ = r0 + (bn_size)(16 * m + 8 * h + g);                                         \
-            aw[u][m][h] = live_ && row_ < out ? w[row_ * wrow + blk_ * 2 + (bn_size)(t & 1)] : (uint4)(0);   \
-        }                                                                                                    \
+/* The copies of chunk c0 (super-blocks c0..) into stage st: codes of the
+ * work-group's rows, then the activations of its tokens; rows past out,
+ * tokens past the count and blocks past the row are zeros. */
+#define MMA_COPY(st, c0)                                                                                     \
+    MMA_UNROLL for (int i_ = 0; i_ < MMA_CPT; i_++) {                                                         \
+        const int j_ = lid + i_ * 32 * MMA_WM;                                                                \
+        if (j_ < MMA_SU) {                                                                                    \
+            __global const uchar *src_;                                                                       \
+            int live_;                                                                                        \
+            __local uint4 *dst_;                                                                              \
+            if (j_ < MMA_SW) {                                                                                \
+                const int r_ = j_ / MMA_WU, q_ = j_ % MMA_WU;                                                 \
+                const bn_size row_ = rg + (bn_size)r_, blk_ = (c0)*2 + (bn_size)(q_ >> 1);                     \
+                live_ = row_ < out && blk_ < nblocks;                                                         \
+                src_ = (__global const uchar *)(w + (live_ ? row_ * wrow + (c0)*4 + (bn_size)q_ : 0));        \
+                dst_ = stg + (st)*MMA_SU + MMA_WPOS(r_, q_);                                                  \
+            } else {                                                                                          \
+                const int n_ = (j_ - MMA_SW) / MMA_XU, u_ = (j_ - MMA_SW) % MMA_XU;                           \
+                const bn_size tok_ = t0 + (bn_size)n_, blk_ = (c0)*2 + (bn_size)(u_ >> 3);                     \
+                live_ = tok_ < tokens && blk_ < nblocks;                                                      \
+                src_ = x + (live_ ? tok_ * xstride + blk_ * 128 + (bn_size)((u_ & 7) * 16) : 0);               \
+                dst_ = stg + (st)*MMA_SU + MMA_XPOS(n_, u_);                                                  \
+            }                                                                                                 \
+            bl_cp16(dst_, src_, live_);                                                                       \
+        }                                                                                                     \
     }
 
-/* Staging: a chunk's activations are MMA_SN uint4 loads (16 columns of a
- * token each), MMA_SPT per work-item, all issued before any is stored (a
- * loop that loaded and stored one at a time waited on each load). */
-#define MMA_SN (MMA_NT * MMA_NSC * 16)
-#define MMA_SPT ((MMA_SN + 32 * MMA_NW - 1) / (32 * MMA_NW))
-#define MMA_LOAD_X(xv, c0)                                                                                   \
-    MMA_UNROLL for (int r_ = 0; r_ < MMA_SPT; r_++) {                                                        \
-        const int i_ = lid + r_ * 32 * MMA_NW;                                                               \
-        const int n_ = i_ / (MMA_NSC * 16), sc_ = (i_ / 16) % MMA_NSC, q_ = i_ % 16;                         \
-        const bn_size blk_ = ((c0) + (bn_size)sc_) * 2 + (bn_size)(q_ >> 3), tok_ = t0 + (bn_size)n_;        \
-        xv[r_] = i_ < MMA_SN && tok_ < tokens && blk_ < nblocks                                              \
-                     ? vload4(0, (__global const uint *)(x + tok_ * xstride + blk_ * 128 + (bn_size)((q_ & 7) * 16))) \
-                     : (uint4)(0);                                                                           \
-    }
-#define MMA_STORE_X(xv)                                                                                      \
-    MMA_UNROLL for (int r_ = 0; r_ < MMA_SPT; r_++) {                                                        \
-        const int i_ = lid + r_ * 32 * MMA_NW;                                                               \
-        if (i_ < MMA_SN) bl_mma_stage(xl, i_ / (MMA_NSC * 16), (i_ / 16) % MMA_NSC, i_ % 16, xv[r_]);        \
-    }
-
-__kernel __attribute__((reqd_work_group_size(32, MMA_NW, 1)))
+__kernel __attribute__((reqd_work_group_size(32, MMA_WM, 1)))
 void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global const float *xs,
                  __global const float *d, const int per_row, __global const float *bias, const int has_bias,
                  const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size nblocks,
                  const bn_size xstride, const long perturb, __global const int *xsum, __global int *part,
                  const bn_size spp)
 {
-    __local uint4 xl4[(MMA_LWORDS + 3) / 4]; /* uint4: the k-split sums reuse it as int4 */
-    __local uint *xl = (__local uint *)xl4;
+    __local uint4 stg[MMA_ST * MMA_SU];
     BL_MSCRATCH;
-    const int lane = get_local_id(0), wid = get_local_id(1), lid = wid * 32 + lane;
-    const int g = lane >> 2, t = lane & 3, wm = wid % MMA_WM, wk = wid / MMA_WM;
-    const bn_size r0 = get_group_id(0) * (bn_size)MMA_MR + (bn_size)(wm * 16 * MMA_MT);
+    const int lane = get_local_id(0), wm = get_local_id(1), lid = wm * 32 + lane;
+    const int g = lane >> 2, t = lane & 3;
+    const bn_size rg = get_group_id(0) * (bn_size)MMA_MR; /* the work-group's first row */
+    const bn_size r0 = rg + (bn_size)(wm * 16 * MMA_MT);  /* this warp's */
     const bn_size nsb = (nblocks + 1) / 2; /* super-blocks of a row (the last may be half) */
     const bn_size wrow = nblocks * 2;      /* uint4 per row */
     const bn_size kp = get_num_groups(1), p = get_group_id(1);
@@ -385,81 +398,89 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
 MMA_UNROLL
         for (int m = 0; m < MMA_MT; m++)
 MMA_UNROLL
-            for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(wk == 0 && p == 0 ? MMA_TEST_BIAS : 0);
-        uint4 aw[MMA_NSCW][MMA_MT][2];
-        uint4 xv[MMA_SPT]; /* this item's share of a chunk's activations */
-        for (bn_size c0 = cbeg; c0 < cend; c0 += MMA_NSC) { /* chunk: super-blocks c0.. */
-            /* this warp's code words and this item's activations of the
-             * chunk, all loads in flight together */
-            MMA_LOAD_W(aw, c0)
-            MMA_LOAD_X(xv, c0)
-            barrier(CLK_LOCAL_MEM_FENCE); /* the previous chunk is done with xl */
-            MMA_STORE_X(xv)
-            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(p == 0 ? MMA_TEST_BIAS : 0);
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with the stages */
+        /* the first MMA_ST - 1 chunks in flight, one copy group each */
 MMA_UNROLL
-            for (int u = 0; u < MMA_NSCW; u++) { /* uniform: every warp runs every step */
-                const int sc = u * MMA_WK + wk;
-                /* B of token g, this lane: uint2 (b.x, b.y) at k-step e, tile j */
-                __local const uint2 *xb = (__local const uint2 *)xl + (g * MMA_XS) / 2 + (sc < MMA_NSC ? sc : 0) * 32 + t;
+        for (int s = 0; s < MMA_ST - 1; s++) {
+            const bn_size c0 = cbeg + (bn_size)s * MMA_NSC;
+            if (c0 < cend) {
+                MMA_COPY(s, c0)
+            }
+            BL_CP_COMMIT();
+        }
+        int st = 0; /* the stage of chunk c0 */
+        for (bn_size c0 = cbeg; c0 < cend; c0 += MMA_NSC) {
+            BL_CP_WAIT(); /* this item's copies of chunk c0 have landed */
+            barrier(CLK_LOCAL_MEM_FENCE); /* everyone's; and the last stage is free */
+            const bn_size cn = c0 + (bn_size)(MMA_ST - 1) * MMA_NSC;
+            const int sn = st == 0 ? MMA_ST - 1 : st - 1;
+            if (cn < cend) {
+                MMA_COPY(sn, cn)
+            }
+            BL_CP_COMMIT();
+            __local const uint4 *sb = stg + st * MMA_SU;
 MMA_UNROLL
-                for (int e = 0; e < 8; e++) {
-                    const int s = e >> 1, pe = e & 1;
-                    int4 a[MMA_MT];
+            for (int sc = 0; sc < MMA_NSC; sc++) {
+                uint4 wv[MMA_MT][2];
+MMA_UNROLL
+                for (int m = 0; m < MMA_MT; m++)
+MMA_UNROLL
+                    for (int h = 0; h < 2; h++) {
+                        const int r = wm * 16 * MMA_MT + 16 * m + 8 * h + g;
+                        wv[m][h] = sb[MMA_WPOS(r, sc * 4 + t)];
+                    }
+MMA_UNROLL
+                for (int s = 0; s < 4; s++) {
+                    int4 a[MMA_MT][2];
 MMA_UNROLL
                     for (int m = 0; m < MMA_MT; m++) {
-                        const uint4 w0 = aw[u][m][0], w1 = aw[u][m][1];
-                        a[m] = (int4)(bl_mma_dec(pe ? w0.z : w0.x, s), bl_mma_dec(pe ? w1.z : w1.x, s),
-                                      bl_mma_dec(pe ? w0.w : w0.y, s), bl_mma_dec(pe ? w1.w : w1.y, s));
+                        const uint4 w0 = wv[m][0], w1 = wv[m][1];
+                        a[m][0] = (int4)(bl_mma_dec(w0.x, s), bl_mma_dec(w1.x, s), bl_mma_dec(w0.y, s),
+                                         bl_mma_dec(w1.y, s));
+                        a[m][1] = (int4)(bl_mma_dec(w0.z, s), bl_mma_dec(w1.z, s), bl_mma_dec(w0.w, s),
+                                         bl_mma_dec(w1.w, s));
                     }
+                    const int u = sc * 16 + 8 * (t >> 1) + 2 * s + (t & 1);
 MMA_UNROLL
                     for (int j = 0; j < MMA_NTT; j++) {
-                        const int2 b = as_int2(xb[j * 4 * MMA_XS + e * 4]);
+                        const uint4 xv = sb[MMA_XPOS(8 * j + g, u)];
+                        const int2 b0 = as_int2(xv.xy), b1 = as_int2(xv.zw);
 MMA_UNROLL
-                        for (int m = 0; m < MMA_MT; m++) acc[m][j] = BL_MMA(a[m], b, acc[m][j]);
-                    }
-                }
-            }
-        }
-#if MMA_WK > 1
-        /* the k-split warps add theirs into split 0, one split at a time */
-        __local int4 *red = (__local int4 *)xl4;
-        for (int kk = 1; kk < MMA_WK; kk++) {
-            barrier(CLK_LOCAL_MEM_FENCE);
-            if (wk == kk)
-                for (int m = 0; m < MMA_MT; m++)
-                    for (int j = 0; j < MMA_NTT; j++) red[((wm * MMA_MT + m) * MMA_NTT + j) * 32 + lane] = acc[m][j];
-            barrier(CLK_LOCAL_MEM_FENCE);
-            if (wk == 0)
-                for (int m = 0; m < MMA_MT; m++)
-                    for (int j = 0; j < MMA_NTT; j++) acc[m][j] += red[((wm * MMA_MT + m) * MMA_NTT + j) * 32 + lane];
-        }
-#endif
-        if (wk == 0)
-MMA_UNROLL
-            for (int m = 0; m < MMA_MT; m++)
-MMA_UNROLL
-                for (int j = 0; j < MMA_NTT; j++) {
-                    const int4 c = acc[m][j];
-                    const int cv[4] = {c.x, c.y, c.z, c.w};
-MMA_UNROLL
-                    for (int i = 0; i < 4; i++) {
-                        const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1));
-                        const bn_size tok = t0 + (bn_size)(8 * j + 2 * t + (i & 1));
-                        if (row < out && tok < tokens) {
-                            if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
-                                part[(p * tokens + tok) * out + row] = cv[i];
-                                continue;
-                            }
-#if MMA_SIGNED
-                            const int sum = cv[i];
-#else
-                            const int sum = cv[i] - xsum[tok];
-#endif
-                            const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
-                            bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+                        for (int m = 0; m < MMA_MT; m++) {
+                            acc[m][j] = BL_MMA(a[m][0], b0, acc[m][j]);
+                            acc[m][j] = BL_MMA(a[m][1], b1, acc[m][j]);
                         }
                     }
                 }
+            }
+            st = st == MMA_ST - 1 ? 0 : st + 1;
+        }
+MMA_UNROLL
+        for (int m = 0; m < MMA_MT; m++)
+MMA_UNROLL
+            for (int j = 0; j < MMA_NTT; j++) {
+                const int4 c = acc[m][j];
+                const int cv[4] = {c.x, c.y, c.z, c.w};
+MMA_UNROLL
+                for (int i = 0; i < 4; i++) {
+                    const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1));
+                    const bn_size tok = t0 + (bn_size)(8 * j + 2 * t + (i & 1));
+                    if (row < out && tok < tokens) {
+                        if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
+                            part[(p * tokens + tok) * out + row] = cv[i];
+                            continue;
+                        }
+#if MMA_SIGNED
+                        const int sum = cv[i];
+#else
+                        const int sum = cv[i] - xsum[tok];
+#endif
+                        const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
+                        bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+                    }
+                }
+            }
     }
 }
 

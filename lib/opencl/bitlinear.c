@@ -35,7 +35,7 @@
  *   on NVIDIA, unless BITNET_OCL_PORTABLE=1, tensor and row scales from
  *   BITNET_MMA_MIN_TOKENS tokens on (default 8; a large value turns it off)
  *   take INT8 mma.sync instead of the NV variants.
- *   BITNET_MMA_OPTS="-DMMA_WM=4 -DMMA_WK=1 -DMMA_MT=2 -DMMA_NT=32 -DMMA_KB=4 -DMMA_KP=3"
+ *   BITNET_MMA_OPTS="-DMMA_WM=4 -DMMA_MT=2 -DMMA_NT=32 -DMMA_KB=2 -DMMA_ST=2 -DMMA_KP=3"
  *                     is appended to its build options; the tunables it names
  *                     replace the ones chosen from the shape (bitlinear_mma.c);
  *                     -DMMA_SIGNED=1 decodes codes to s8 (default u8 codes

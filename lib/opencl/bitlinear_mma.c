@@ -9,8 +9,8 @@
  * shape unless BITNET_MMA_OPTS names them (see bitlinear.c for the env vars):
  *   MMA_NT  tokens per pass: the token count rounded up to 8, at most 32
  *           (more tokens: equal passes, one per work-group along dim 2)
- *   MMA_WM  warps along rows (4)     MMA_WK  warps splitting k (1)
- *   MMA_MT  16-row tiles per warp (2)     MMA_KB  blocks per chunk (4)
+ *   MMA_WM  warps along rows (4)     MMA_MT  16-row tiles per warp (2)
+ *   MMA_KB  blocks per chunk (2)     MMA_ST  chunks in flight (2)
  *   MMA_KP  (host only) k parts over work-groups: by default as many as
  *           give MMA_FILL work-groups per compute unit (mma_parts); their
  *           integer sums go to a scratch and bl_mma_sum adds them in order.
@@ -65,16 +65,17 @@ int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, u
 }
 
 typedef struct {
-    long wm, wk, mt, nt, kb, kp; /* kp: host only (k parts over work-groups) */
+    long wm, mt, nt, kb, st, kp; /* kp: host only (k parts over work-groups) */
 } mma_geom;
 
-/* Local memory of the kernel (bytes), as it declares it. */
+/* Local memory of the kernel (bytes), as it declares it: MMA_ST stages of a
+ * chunk's codes (16 bytes a row and block) and activations (128 a token and
+ * block). */
 static uint64_t mma_local_bytes(const mma_geom *gm, int emulate)
 {
-    const uint64_t xwords = (uint64_t)gm->nt * (uint64_t)(gm->kb / 2 * 64 + 8);
-    const uint64_t rwords = gm->wk > 1 ? (uint64_t)(16 * gm->mt * gm->wm) * (uint64_t)gm->nt : 0;
-    const uint64_t words = (xwords > rwords ? xwords : rwords) + 3;
-    return words / 4 * 16 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)(gm->wm * gm->wk) : 0);
+    const uint64_t rows = (uint64_t)(16 * gm->mt * gm->wm);
+    const uint64_t stage = ((uint64_t)gm->kb / 2) * (rows * 64 + (uint64_t)gm->nt * 256);
+    return (uint64_t)gm->st * stage + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)gm->wm : 0);
 }
 
 /* The shape's defaults (see the file header); kp 0: chosen at launch. */
@@ -82,7 +83,7 @@ static void mma_defaults(mma_geom *gm, uint64_t tokens)
 {
     const uint64_t passes = (tokens + MMA_MAX_NT - 1) / MMA_MAX_NT;
     const uint64_t per = (tokens + passes - 1) / passes;
-    *gm = (mma_geom){.wm = 4, .wk = 1, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 4, .kp = 0};
+    *gm = (mma_geom){.wm = 4, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 2, .st = 2, .kp = 0};
 }
 
 static const struct {
@@ -90,9 +91,9 @@ static const struct {
     size_t off;
     int host_only; /* read from BITNET_MMA_OPTS, never on the build line */
 } mma_opts[] = {
-    {"MMA_WM", offsetof(mma_geom, wm), 0}, {"MMA_WK", offsetof(mma_geom, wk), 0},
-    {"MMA_MT", offsetof(mma_geom, mt), 0}, {"MMA_NT", offsetof(mma_geom, nt), 0},
-    {"MMA_KB", offsetof(mma_geom, kb), 0},
+    {"MMA_WM", offsetof(mma_geom, wm), 0}, {"MMA_MT", offsetof(mma_geom, mt), 0},
+    {"MMA_NT", offsetof(mma_geom, nt), 0}, {"MMA_KB", offsetof(mma_geom, kb), 0},
+    {"MMA_ST", offsetof(mma_geom, st), 0},
     {"MMA_KP", offsetof(mma_geom, kp), 1},
 };
 #define N_MMA_OPTS (sizeof mma_opts / sizeof mma_opts[0])
@@ -135,15 +136,15 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     if (len >= 0 && (size_t)len < sizeof opts) len += snprintf(opts + len, sizeof opts - (size_t)len, " %s", eopts);
     if (len < 0 || (size_t)len >= sizeof opts) return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_MMA_OPTS too long");
 
-    const long nw = gm.wm * gm.wk;
-    if (gm.nt < 8 || gm.nt % 8 || gm.nt > 1024 || gm.kb < 2 || gm.kb % 2 || gm.kb > 256 || gm.wm < 1 || gm.wk < 1 ||
-        gm.mt < 1 || gm.mt > 16 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || gm.kp < 0 ||
-        gm.kp > MMA_MAX_GRID)
+    const long nw = gm.wm;
+    if (gm.nt < 8 || gm.nt % 8 || gm.nt > 1024 || gm.kb < 2 || gm.kb % 2 || gm.kb > 256 || gm.wm < 1 || gm.wm > 32 ||
+        (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || gm.mt < 1 || gm.mt > 16 || gm.st < 2 || gm.st > 4 ||
+        gm.kp < 0 || gm.kp > MMA_MAX_GRID)
         return bn_fail(BITNET_E_INVALID,
                        "bitlinear: mma tunables out of range (MMA_NT %ld: a multiple of 8; MMA_KB %ld: even; "
-                       "MMA_WM %ld x MMA_WK %ld warps: 32 work-items each, at most %zu; MMA_MT %ld: 1..16; "
+                       "MMA_WM %ld warps: 32 work-items each, at most %zu; MMA_MT %ld: 1..16; MMA_ST %ld: 2..4; "
                        "MMA_KP %ld: 0 (chosen) to %d)",
-                       gm.nt, gm.kb, gm.wm, gm.wk, caps->max_wg, gm.mt, gm.kp, MMA_MAX_GRID);
+                       gm.nt, gm.kb, gm.wm, caps->max_wg, gm.mt, gm.st, gm.kp, MMA_MAX_GRID);
     const uint64_t lbytes = mma_local_bytes(&gm, emulate);
     if (caps->local_mem && lbytes > caps->local_mem)
         return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",

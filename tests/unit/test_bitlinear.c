@@ -524,10 +524,11 @@ static void test_opencl_nv_emulated(void **state)
  * half super-block; 255: one odd block; 4097: 33 blocks, several chunks),
  * out (1, 5, 17: rows past out in a tile; 64; 1000: many work-groups) and
  * tokens (8, 9, 17, 64, 513: passes and tokens past the count), tensor and row
- * scales, through the tunables the host picks and through fixed ones (k split
- * over warps with and without idle warps, several row tiles per warp, s8
- * decoding, more rows per work-group than out, k parts over work-groups:
- * 3, 17 and the host's), exactly against the _ref. */
+ * scales, through the tunables the host picks and through fixed ones (2, 3
+ * and 4 stages, chunks of 1 to 4 super-blocks with and without the rows'
+ * swizzle, several row tiles per warp, s8 decoding, more rows per work-group
+ * than out, k parts over work-groups: 3, 17 and the host's), exactly
+ * against the _ref. */
 typedef struct { uint64_t in, out, tokens; int row, host; } mshape; /* host: also through the host's choice */
 static const mshape mma_shapes[] = {
     {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 1},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
@@ -535,11 +536,11 @@ static const mshape mma_shapes[] = {
 };
 static const char *const mma_opts[] = {
     "", /* the host's choice from the shape */
-    "-DMMA_WM=2 -DMMA_WK=2 -DMMA_MT=2 -DMMA_NT=8 -DMMA_KB=2",             /* k split with an idle warp */
-    "-DMMA_WM=1 -DMMA_WK=3 -DMMA_MT=1 -DMMA_NT=16 -DMMA_KB=6 -DMMA_SIGNED=1", /* 3-way k split, s8 */
-    "-DMMA_WM=3 -DMMA_WK=1 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4",            /* 144 rows, 3 tiles a warp */
-    "-DMMA_WM=2 -DMMA_WK=1 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk: 17 for in 4097 */
-    "-DMMA_WM=1 -DMMA_WK=2 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=2 -DMMA_KP=3", /* 3 k parts */
+    "-DMMA_WM=2 -DMMA_MT=2 -DMMA_NT=8 -DMMA_KB=2 -DMMA_ST=3",                  /* 3 stages */
+    "-DMMA_WM=1 -DMMA_MT=1 -DMMA_NT=16 -DMMA_KB=6 -DMMA_ST=2 -DMMA_SIGNED=1", /* 3 super-blocks a chunk, s8 */
+    "-DMMA_WM=3 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4 -DMMA_ST=4",   /* 144 rows, 3 tiles a warp, rows swizzled */
+    "-DMMA_WM=2 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk: 17 for in 4097 */
+    "-DMMA_WM=1 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=8 -DMMA_ST=3 -DMMA_KP=3", /* 3 k parts, 16 units a row */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
 
@@ -645,7 +646,8 @@ static void test_opencl_mma_emulated(void **state)
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_GROUP, NULL, NULL) == 0.0f);   /* group scales: bl_group */
 
     /* tunables out of range: refused with a detail, nothing run */
-    static const char *const badopts[] = {"-DMMA_NT=12", "-DMMA_KB=3", "-DMMA_WM=0", "-DMMA_NT=1024 -DMMA_KB=256"};
+    static const char *const badopts[] = {"-DMMA_NT=12", "-DMMA_KB=3", "-DMMA_WM=0", "-DMMA_ST=5",
+                                         "-DMMA_NT=1024 -DMMA_KB=256"};
     for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {
         rcase c;
         case_make(&c, 40, 3, 8, BITNET_SCALE_TENSOR, 0);

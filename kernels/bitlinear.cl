@@ -244,6 +244,8 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
 #define MMA_SW (MMA_MR * MMA_WU)               /* units of a stage: codes, then */
 #define MMA_SU (MMA_SW + MMA_NT * MMA_XU)      /* activations */
 #define MMA_CPT ((MMA_SU + 32 * MMA_WM - 1) / (32 * MMA_WM)) /* copies per work-item a chunk */
+#define MMA_CS (MMA_MR + 4)                    /* ints a token of the sums (epilogue) */
+#define MMA_LU (MMA_ST * MMA_SU > (MMA_NT * MMA_CS + 3) / 4 ? MMA_ST * MMA_SU : (MMA_NT * MMA_CS + 3) / 4)
 /* Loops over tiles unrolled on NVIDIA (the accumulators stay in registers);
  * never under emulation, where every unrolled mma is a barrier region and
  * the build of the program takes minutes. */
@@ -383,17 +385,20 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
                  const bn_size xstride, const long perturb, __global const int *xsum, __global int *part,
                  const bn_size spp)
 {
-    __local uint4 stg[MMA_ST * MMA_SU];
+    __local uint4 stg[MMA_LU]; /* the stages; at the end the sums */
     BL_MSCRATCH;
     const int lane = get_local_id(0), wm = get_local_id(1), lid = wm * 32 + lane;
     const int g = lane >> 2, t = lane & 3;
-    const bn_size rg = get_group_id(0) * (bn_size)MMA_MR; /* the work-group's first row */
-    const bn_size r0 = rg + (bn_size)(wm * 16 * MMA_MT);  /* this warp's */
     const bn_size nsb = (nblocks + 1) / 2; /* super-blocks of a row (the last may be half) */
     const bn_size wrow = nblocks * 2;      /* uint4 per row */
     const bn_size kp = get_num_groups(1), p = get_group_id(1);
     const bn_size cbeg = p * spp, cend = min(nsb, cbeg + spp); /* this part's super-blocks */
-    for (bn_size t0 = get_group_id(2) * (bn_size)MMA_NT; t0 < tokens; t0 += get_num_groups(2) * (bn_size)MMA_NT) {
+    const bn_size nrt = (out + MMA_MR - 1) / MMA_MR;
+    /* token passes along dimension 0: the work-groups that run together share
+     * their rows' codes through L2 */
+    for (bn_size rt = get_group_id(2); rt < nrt; rt += get_num_groups(2))
+    for (bn_size t0 = get_group_id(0) * (bn_size)MMA_NT; t0 < tokens; t0 += get_num_groups(0) * (bn_size)MMA_NT) {
+        const bn_size rg = rt * (bn_size)MMA_MR;                  /* the work-group's first row */
         int4 acc[MMA_MT][MMA_NTT];
 MMA_UNROLL
         for (int m = 0; m < MMA_MT; m++)
@@ -456,31 +461,42 @@ MMA_UNROLL
             }
             st = st == MMA_ST - 1 ? 0 : st + 1;
         }
+        /* The sums through local memory (token-major, rows padded so that
+         * the lanes' stores fall on different banks), then one loop of
+         * stores along the rows: coalesced, and one copy of the epilogue's
+         * code where unrolled per tile it was the bulk of the kernel. */
+        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the stages */
+        __local int *cs = (__local int *)stg;
 MMA_UNROLL
         for (int m = 0; m < MMA_MT; m++)
 MMA_UNROLL
             for (int j = 0; j < MMA_NTT; j++) {
                 const int4 c = acc[m][j];
-                const int cv[4] = {c.x, c.y, c.z, c.w};
-MMA_UNROLL
-                for (int i = 0; i < 4; i++) {
-                    const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1));
-                    const bn_size tok = t0 + (bn_size)(8 * j + 2 * t + (i & 1));
-                    if (row < out && tok < tokens) {
-                        if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
-                            part[(p * tokens + tok) * out + row] = cv[i];
-                            continue;
-                        }
-#if MMA_SIGNED
-                        const int sum = cv[i];
-#else
-                        const int sum = cv[i] - xsum[tok];
-#endif
-                        const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
-                        bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
-                    }
-                }
+                __local int *q = cs + (8 * j + 2 * t) * MMA_CS + wm * 16 * MMA_MT + 16 * m + g;
+                q[0] = c.x;
+                q[MMA_CS] = c.y;
+                q[8] = c.z;
+                q[MMA_CS + 8] = c.w;
             }
+        barrier(CLK_LOCAL_MEM_FENCE);
+#pragma nounroll
+        for (int i = lid; i < MMA_MR * MMA_NT; i += 32 * MMA_WM) {
+            const int n = i / MMA_MR, r = i % MMA_MR;
+            const bn_size row = rg + (bn_size)r, tok = t0 + (bn_size)n;
+            if (row >= out || tok >= tokens) continue;
+            const int cv = cs[n * MMA_CS + r];
+            if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
+                part[(p * tokens + tok) * out + row] = cv;
+                continue;
+            }
+#if MMA_SIGNED
+            const int sum = cv;
+#else
+            const int sum = cv - xsum[tok];
+#endif
+            const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
+            bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+        }
     }
 }
 

@@ -70,12 +70,14 @@ typedef struct {
 
 /* Local memory of the kernel (bytes), as it declares it: MMA_ST stages of a
  * chunk's codes (16 bytes a row and block) and activations (128 a token and
- * block). */
+ * block), or the tile's integer sums (rows + 4 a token) if more. */
 static uint64_t mma_local_bytes(const mma_geom *gm, int emulate)
 {
     const uint64_t rows = (uint64_t)(16 * gm->mt * gm->wm);
     const uint64_t stage = ((uint64_t)gm->kb / 2) * (rows * 64 + (uint64_t)gm->nt * 256);
-    return (uint64_t)gm->st * stage + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)gm->wm : 0);
+    const uint64_t sums = ((uint64_t)gm->nt * (rows + 4) + 3) / 4 * 16;
+    const uint64_t all = (uint64_t)gm->st * stage;
+    return (all > sums ? all : sums) + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)gm->wm : 0);
 }
 
 /* The shape's defaults (see the file header); kp 0: chosen at launch. */
@@ -150,12 +152,13 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
         return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
                        (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
 
-    /* the grid: row tiles (0) x k parts (1) x token passes (2, the kernel
-     * loops past MMA_MAX_GRID) */
+    /* the grid: token passes (0) x k parts (1) x row tiles (2); the kernel
+     * loops past MMA_MAX_GRID of either */
     const uint64_t T = io->tokens, out = w->out;
     const uint64_t mr = (uint64_t)(16 * gm.mt * gm.wm), nrt = (out + mr - 1) / mr;
     uint64_t tb = (T + (uint64_t)gm.nt - 1) / (uint64_t)gm.nt;
     if (tb > MMA_MAX_GRID) tb = MMA_MAX_GRID;
+    const uint64_t nrg = nrt > MMA_MAX_GRID ? MMA_MAX_GRID : nrt;
     const uint64_t nsc = (uint64_t)gm.kb / 2, nsb = ((uint64_t)nblocks + 1) / 2, chunks = (nsb + nsc - 1) / nsc;
     const uint64_t plane = T * out; /* fits: it is the float output's element count */
     uint64_t kp = gm.kp ? (uint64_t)gm.kp : mma_parts(caps, nrt * tb, chunks, plane * sizeof(cl_int));
@@ -178,7 +181,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
                      sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by, sizeof c_out, &c_out,
                      sizeof c_tok, &c_tok, sizeof c_nblocks, &c_nblocks, sizeof c_xstride, &c_xstride, sizeof perturb,
                      &perturb, sizeof bsum, &bsum, sizeof bp, &bp, sizeof c_spp, &c_spp);
-    const size_t local[3] = {32, (size_t)nw, 1}, global[3] = {32 * (size_t)nrt, (size_t)nw * (size_t)kp, (size_t)tb};
+    const size_t local[3] = {32, (size_t)nw, 1}, global[3] = {32 * (size_t)tb, (size_t)nw * (size_t)kp, (size_t)nrg};
     if (!st) st = bn_ocl_run(o, k, 3, global, local, "bitlinear");
     if (!st && kp > 1) {
         const cl_int c_kp = (cl_int)kp;

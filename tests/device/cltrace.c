@@ -112,6 +112,35 @@ cl_command_queue clCreateCommandQueue(cl_context c, cl_device_id dv, cl_command_
     return real(c, dv, ktime_on() ? p | CL_QUEUE_PROFILING_ENABLE : p, err);
 }
 
+/* CLTRACE_PTX=dir: each program built writes its binary for the first
+ * device (PTX on NVIDIA) to dir/prog-N.txt, the build options on line 1. */
+cl_int clBuildProgram(cl_program p, cl_uint nd, const cl_device_id *dl, const char *opts,
+                      void(CL_CALLBACK *notify)(cl_program, void *), void *ud)
+{
+    static __typeof__(clBuildProgram) *real;
+    static int nprog;
+    if (!real) *(void **)&real = dlsym(RTLD_NEXT, "clBuildProgram");
+    const cl_int r = real(p, nd, dl, opts, notify, ud);
+    const char *dir = getenv("CLTRACE_PTX");
+    size_t sizes[8] = {0};
+    if (r != CL_SUCCESS || !dir || clGetProgramInfo(p, CL_PROGRAM_BINARY_SIZES, sizeof sizes, sizes, NULL) != CL_SUCCESS ||
+        !sizes[0])
+        return r;
+    unsigned char *bins[8] = {malloc(sizes[0])};
+    if (bins[0] && clGetProgramInfo(p, CL_PROGRAM_BINARIES, sizeof bins, bins, NULL) == CL_SUCCESS) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/prog-%d.txt", dir, nprog++);
+        FILE *f = fopen(path, "w");
+        if (f) {
+            fprintf(f, "// options: %s\n", opts ? opts : "");
+            fwrite(bins[0], 1, sizes[0], f);
+            fclose(f);
+        }
+    }
+    free(bins[0]);
+    return r;
+}
+
 static void dump_ktime(FILE *f)
 {
     if (!nkt) return;

@@ -26,12 +26,14 @@ SETS=(
     "dp4a"
     ""
     "-DMMA_KP=1"
+    "-DMMA_ST=3"
     "-DMMA_NT=64"
-    "-DMMA_WM=8"
-    "-DMMA_WM=2"
+    "-DMMA_NT=16 -DMMA_ST=4"
     "-DMMA_MT=1"
-    "-DMMA_WK=2"
-    "-DMMA_WM=4 -DMMA_WK=2 -DMMA_MT=4 -DMMA_KB=4"
+    "-DMMA_WM=2"
+    "-DMMA_WM=8 -DMMA_MT=1"
+    "-DMMA_WM=2 -DMMA_KB=4"
+    "-DMMA_MT=4 -DMMA_WM=2"
     "-DMMA_SIGNED=1"
 )
 sel=${ONLY:-$(seq 1 ${#SETS[@]})}

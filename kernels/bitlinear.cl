@@ -378,6 +378,9 @@ inline int bl_mma_dec(uint w, int s)
         }                                                                                                     \
     }
 
+/* Super-block of chunk i of the part */
+#define MMA_CHUNK(i) (cbeg + (i)*MMA_NSC)
+
 __kernel __attribute__((reqd_work_group_size(32, MMA_WM, 1)))
 void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global const float *xs,
                  __global const float *d, const int per_row, __global const float *bias, const int has_bias,
@@ -394,11 +397,12 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
     const bn_size kp = get_num_groups(1), p = get_group_id(1);
     const bn_size cbeg = p * spp, cend = min(nsb, cbeg + spp); /* this part's super-blocks */
     const bn_size nrt = (out + MMA_MR - 1) / MMA_MR;
+    const bn_size nch = (cend - cbeg + MMA_NSC - 1) / MMA_NSC; /* chunks of the part (cbeg < cend) */
     /* token passes along dimension 0: the work-groups that run together share
      * their rows' codes through L2 */
     for (bn_size rt = get_group_id(2); rt < nrt; rt += get_num_groups(2))
     for (bn_size t0 = get_group_id(0) * (bn_size)MMA_NT; t0 < tokens; t0 += get_num_groups(0) * (bn_size)MMA_NT) {
-        const bn_size rg = rt * (bn_size)MMA_MR;                  /* the work-group's first row */
+        const bn_size rg = rt * (bn_size)MMA_MR; /* the work-group's first row */
         int4 acc[MMA_MT][MMA_NTT];
 MMA_UNROLL
         for (int m = 0; m < MMA_MT; m++)
@@ -408,20 +412,18 @@ MMA_UNROLL
         /* the first MMA_ST - 1 chunks in flight, one copy group each */
 MMA_UNROLL
         for (int s = 0; s < MMA_ST - 1; s++) {
-            const bn_size c0 = cbeg + (bn_size)s * MMA_NSC;
-            if (c0 < cend) {
-                MMA_COPY(s, c0)
+            if ((bn_size)s < nch) {
+                MMA_COPY(s, MMA_CHUNK(s))
             }
             BL_CP_COMMIT();
         }
-        int st = 0; /* the stage of chunk c0 */
-        for (bn_size c0 = cbeg; c0 < cend; c0 += MMA_NSC) {
-            BL_CP_WAIT(); /* this item's copies of chunk c0 have landed */
+        int st = 0; /* the stage of chunk i */
+        for (bn_size i = 0; i < nch; i++) {
+            BL_CP_WAIT(); /* this item's copies of chunk i have landed */
             barrier(CLK_LOCAL_MEM_FENCE); /* everyone's; and the last stage is free */
-            const bn_size cn = c0 + (bn_size)(MMA_ST - 1) * MMA_NSC;
             const int sn = st == 0 ? MMA_ST - 1 : st - 1;
-            if (cn < cend) {
-                MMA_COPY(sn, cn)
+            if (i + (MMA_ST - 1) < nch) {
+                MMA_COPY(sn, MMA_CHUNK(i + (MMA_ST - 1)))
             }
             BL_CP_COMMIT();
             __local const uint4 *sb = stg + st * MMA_SU;

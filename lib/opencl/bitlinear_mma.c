@@ -8,32 +8,39 @@
  * Launch geometry comes from the kernel's tunables, chosen here from the
  * shape unless BITNET_MMA_OPTS names them (see bitlinear.c for the env vars):
  *   MMA_NT  tokens per pass: the token count rounded up to 8, at most 32
- *           (more tokens: equal passes, one per work-group along dim 2)
+ *           up to 64 tokens and 64 above (more tokens: equal passes, one
+ *           per work-group along dim 0)
  *   MMA_WM  warps along rows (4)     MMA_MT  16-row tiles per warp (2)
  *   MMA_KB  blocks per chunk (2)     MMA_ST  chunks in flight (2)
  *   MMA_KP  (host only) k parts over work-groups: by default as many as
  *           give MMA_FILL work-groups per compute unit (mma_parts); their
  *           integer sums go to a scratch and bl_mma_sum adds them in order.
- * Chosen on an H200 (tests/device/mma-sweep.sh, kernel medians, 2026-11-26):
- * - k parts with 4 warps of 2 tiles and no k split inside the work-group:
- *   64 tokens of 4096x14336 in 49.0 us, where the earlier geometry (row
- *   tiles halved and k split inside the work-group until the work-groups
- *   covered the compute units, no k parts) took 94.5 us; 16384x16384 110
- *   against 141 us, 4096x4096 37.2 against 41.2 (one call).
- * - a chunk's staging loads issued all at once (they were loaded and stored
- *   one at a time): 4096x14336 at 64 tokens 42.9 us, at 512 tokens 179
- *   against 265 (the next call).
- * - 32 tokens a pass against 64, at 64 tokens: 27.1 against 34.1 us
- *   (4096x4096), 40.8 / 42.9 (4096x14336), 59.1 / 62.8 (14336x4096),
- *   137 / 141 (16384x16384), same call.
- * Tried in the same calls and not kept: loading the next chunk's weights,
- * or activations, or both, into registers before this chunk's products
- * (64 tokens: 4-35% slower; 8 tokens: within 5%); 8 warps a work-group,
- * 1 tile a warp, 2 warps splitting k (within 10%, slower at 64 tokens);
- * the k parts added by the work-group that finishes a tile last (a counter
- * per tile) instead of bl_mma_sum: 64 tokens of 4096x14336 61.6 against
- * 40.8 us, 16 tokens of 14336x4096 32.5 against 24.2 (one work-group per
- * tile then adds every part while the others are done).
+ * Measured on an H100 (tests/device/mma-sweep.sh, medians of the kernel
+ * time of the whole product, q_acts_rows and bl_mma_sum included; two
+ * rounds in one call, 2026-11-27), against the kernel before (codes loaded
+ * from global memory into registers, activations staged through registers,
+ * token passes along dim 2, the epilogue unrolled per accumulator tile):
+ * - 512 tokens: 16384x16384 518-520 us against 622-626, 4096x14336 157-158
+ *   against 192, 14336x4096 167-168 against 188-189, 4096x4096 77 against
+ *   78; 64 tokens: 16384x16384 119 against 138, 4096x14336 42.5-42.8
+ *   against 41.1-41.2, 14336x4096 51-54 against 52-54, 4096x4096 26-32
+ *   against 27-28; 8 tokens: 16384x16384 55-58 against 44 (slower),
+ *   4096x14336 25-32 against 25-27, the two others within 3 us.
+ * - 64 tokens a pass from 65 tokens on: the 512-token figures above; at
+ *   64 tokens one pass of 64 took 118 / 40 / 58-60 / 31-34 us against 119 /
+ *   43 / 53-54 / 27-32 with two of 32 (same shapes in that order).
+ * - 3 stages against 2: within 4% everywhere (the extra copies in flight
+ *   buy nothing, so the loop is not waiting on memory latency alone).
+ * - k parts: one part (-DMMA_KP=1) at 64 tokens of 4096x14336 took 57 us
+ *   of bl_gemm_mma against 29.5 + 5.9 (bl_mma_sum) with the host's 2.  The
+ *   time goes with the chunks a work-group walks, not with the work; why
+ *   (at 0.7-3.5 us a chunk of 256 mma per work-group) is not known yet.
+ * Tried and not kept: row tiles starting at different chunks (no change);
+ * 6 or 12 k parts at 8 and 16 tokens (within noise).  Earlier, on the
+ * kernel before (H200, 2026-11-26): k parts instead of a k split inside the
+ * work-group (64 tokens of 4096x14336 49.0 against 94.5 us); 32 tokens a
+ * pass against 64 at 64 tokens; the k parts added by the work-group that
+ * finishes a tile last instead of bl_mma_sum (61.6 against 40.8 us).
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
@@ -80,10 +87,12 @@ static uint64_t mma_local_bytes(const mma_geom *gm, int emulate)
     return (all > sums ? all : sums) + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)gm->wm : 0);
 }
 
-/* The shape's defaults (see the file header); kp 0: chosen at launch. */
+/* The shape's defaults (see the file header); kp 0: chosen at launch.
+ * Passes of at most 32 tokens up to 64 tokens, of 64 above. */
 static void mma_defaults(mma_geom *gm, uint64_t tokens)
 {
-    const uint64_t passes = (tokens + MMA_MAX_NT - 1) / MMA_MAX_NT;
+    const uint64_t most = tokens > 64 ? 64 : MMA_MAX_NT;
+    const uint64_t passes = (tokens + most - 1) / most;
     const uint64_t per = (tokens + passes - 1) / passes;
     *gm = (mma_geom){.wm = 4, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 2, .st = 2, .kp = 0};
 }

@@ -35,6 +35,8 @@ SETS=(
     "-DMMA_WM=2 -DMMA_KB=4"
     "-DMMA_MT=4 -DMMA_WM=2"
     "-DMMA_SIGNED=1"
+    "-DMMA_KP=6"
+    "-DMMA_KP=12"
 )
 sel=${ONLY:-$(seq 1 ${#SETS[@]})}
 

@@ -11,6 +11,9 @@
  * CLTRACE_KTIME=1 also gives each kernel's device time by name (count, mean,
  * min, total): every queue is made with profiling and every launch gets an
  * event (the first KT_MAX launches), which changes the host-side costs.
+ * CLTRACE_PTX=dir writes each program it sees built as dir/prog-N.txt: its
+ * build options, then its binary for the first device (PTX text on NVIDIA),
+ * to count instructions, spills (ld.local/st.local) and unrolling.
  */
 #define _GNU_SOURCE
 #define CL_TARGET_OPENCL_VERSION 120

@@ -27,8 +27,9 @@
  *   against 27-28; 8 tokens: 16384x16384 55-58 against 44 (slower),
  *   4096x14336 25-32 against 25-27, the two others within 3 us.
  * - 64 tokens a pass from 65 tokens on: the 512-token figures above; at
- *   64 tokens one pass of 64 took 118 / 40 / 58-60 / 31-34 us against 119 /
- *   43 / 53-54 / 27-32 with two of 32 (same shapes in that order).
+ *   64 tokens one pass of 64 took 118 / 40 / 58-60 / 30-34 us against
+ *   120-122 / 43 / 53-54 / 27-32 with two of 32 (same shapes in that order,
+ *   two calls).
  * - 3 stages against 2: within 4% everywhere (the extra copies in flight
  *   buy nothing, so the loop is not waiting on memory latency alone).
  * - k parts: one part (-DMMA_KP=1) at 64 tokens of 4096x14336 took 57 us
@@ -173,7 +174,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     uint64_t kp = gm.kp ? (uint64_t)gm.kp : mma_parts(caps, nrt * tb, chunks, plane * sizeof(cl_int));
     const uint64_t spp = (chunks + kp - 1) / kp * nsc; /* super-blocks per part, whole chunks (nsb >= 1) */
     kp = (nsb + spp - 1) / spp;                        /* no empty parts */
-    if (nrt > SIZE_MAX / 32 || kp > SIZE_MAX / (size_t)nw || (kp > 1 && plane > SIZE_MAX / sizeof(cl_int) / kp))
+    if (kp > SIZE_MAX / (size_t)nw || (kp > 1 && plane > SIZE_MAX / sizeof(cl_int) / kp))
         return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
 
     cl_kernel k, ks = NULL;

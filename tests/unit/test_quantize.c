@@ -256,7 +256,11 @@ static void xsum_and_division(void **state)
     bn_xsum_merge(&a, &b);
     assert_true(bn_xsum_to_double(&a) == 2000.0 * (double)3.0e38f + 1.0);
     /* chunk kernels and whole-slice sums agree with the per-element sum, for
-     * exponent spans from 1 to 40 binades (each exact form and the fallbacks) */
+     * exponent spans from 1 to 40 binades (each exact form and the fallbacks),
+     * at every SIMD level this CPU runs (AVX-512 code faults where it has none) */
+    const bn_simd hw = bn_cpu_simd();
+    const int nk = hw >= BN_SIMD_AVX512 ? 3 : hw >= BN_SIMD_AVX2 ? 2 : 1;
+    if (nk < 3) print_message("# xsum: %d of 3 SIMD levels on this CPU\n", nk);
     for (int t = 0; t < 400; t++) {
         float w[2000];
         size_t n = 1 + rnd() % (t < 200 ? BN_XCHUNK : 2000);
@@ -269,7 +273,7 @@ static void xsum_and_division(void **state)
         for (size_t i = 0; i < n; i++) bn_xsum_add_float(&e, w[i]);
         const bn_quant_kernels *ks[3] = {bn_quant_kernels_for(BN_SIMD_SCALAR), bn_quant_kernels_for(BN_SIMD_AVX2),
                                          bn_quant_kernels_for(BN_SIMD_AVX512)};
-        for (int k = 0; k < 3; k++) {
+        for (int k = 0; k < nk; k++) {
             bn_xsum_zero(&f);
             if (n <= BN_XCHUNK) {
                 assert_int_equal(bn_absum(ks[k]->xchunk, w, n, &f), n);
@@ -280,7 +284,7 @@ static void xsum_and_division(void **state)
             assert_memory_equal(&e, &f, sizeof e);
         }
         w[n / 2] = NAN;
-        for (int k = 0; k < 3; k++) assert_int_equal(ks[k]->absum(w, n, &f), n / 2);
+        for (int k = 0; k < nk; k++) assert_int_equal(ks[k]->absum(w, n, &f), n / 2);
     }
     /* division from integers against the hardware division, all q, many s */
     for (int t = 0; t < 20000; t++) {

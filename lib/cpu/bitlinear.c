@@ -33,7 +33,13 @@
  * most of all on a Zen 4 VM with 4 KiB pages: the hardware prefetcher alone
  * kept too few lines in flight for this loop (one thread read W at 10 GB/s
  * against a read roofline of 24 GB/s); the one-token kernel now prefetches
- * into L2 24 KiB ahead inside its piece (see bitlinear_vnni.c).
+ * into L2 24 KiB ahead inside its piece (see bitlinear_vnni.c).  The AVX2
+ * level (CPUs without AVX-512) had no one-token kernel of its own and ran
+ * the general one without a prefetch; on a 2-core AMD EPYC VM with AVX2
+ * only, 4096 x 14336 at one token, its own (bitlinear_avx2.c) took 1.02-1.10
+ * ms against 1.13-1.47 ms with 2 threads on weights rotated past the caches
+ * (4 alternating rounds) and 0.80-1.16 ms against 1.56-2.25 ms with one
+ * thread on weights in the cache.
  *
  * Group scales take sums per 32-column sub-block (the kernels' dot_sub),
  * integer sums per group, then the float chain of the definition, which is
@@ -174,8 +180,8 @@ static const bn_t2_kernels kern_scalar = {.name = "scalar", .quant_row = bn_quan
                                           .dot_sub = bn_t2_dot_sub_scalar, .tokens_per_pass = 4};
 #if defined(__x86_64__)
 static const bn_t2_kernels kern_avx2 = {.name = "avx2", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx2,
-                                        .dot_sub = bn_t2_dot_sub_avx2, .tokens_per_pass = 4,
-                                        .chains8 = bn_group_chains8_avx2};
+                                        .dot_sub = bn_t2_dot_sub_avx2, .gemv = bn_t2_gemv_avx2,
+                                        .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2};
 static const bn_t2_kernels kern_avx512 = {.name = "avx512", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx512,
                                           .dot_sub = bn_t2_dot_sub_avx2, .tokens_per_pass = 8, .pair_layout = 1};
 static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_vnni,

@@ -241,6 +241,9 @@ static void test_odd_addresses(void **state)
  * computed here in 64 bits, is a float exactly (in = 128 * blocks, a small
  * odd factor times a power of two).  4095 blocks: in place (code * 4^k)
  * at its bound; 4096 and 4097: the shifting loop. */
+/* worst-case magnitudes (every product -128 * +-1) at the limits of the
+ * kernels' narrow sums, for one token and for passes of several */
+#define MAXTOK 9
 static void test_noshift_bounds(void **state)
 {
     (void)state;
@@ -250,28 +253,36 @@ static void test_noshift_bounds(void **state)
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
         const uint64_t in = 128 * blocks[i], out = 3;
         uint8_t *t2 = malloc(tu_t2_row_bytes(in) * out);
-        int8_t *xq = malloc(in);
-        float y[3], d = 1.0f, xs = 1.0f;
+        int8_t *xq = malloc(in * MAXTOK);
+        float y[3 * MAXTOK], d = 1.0f, xs[MAXTOK];
+        for (int t = 0; t < MAXTOK; t++) xs[t] = 1.0f;
         assert_non_null(t2);
         assert_non_null(xq);
         memset(t2, 0xaa, tu_t2_row_bytes(in));                     /* row 0: code 2 (q = +1) everywhere */
         memset(t2 + tu_t2_row_bytes(in), 0x00, tu_t2_row_bytes(in));     /* row 1: code 0 (q = -1) */
         memset(t2 + 2 * tu_t2_row_bytes(in), 0x55, tu_t2_row_bytes(in)); /* row 2: q = 0 */
-        memset(xq, 0x80, in);                                /* -128 */
+        memset(xq, 0x80, in * MAXTOK);                       /* -128 */
         const float want[3] = {(float)(-128 * (int64_t)in), (float)(128 * (int64_t)in), 0.0f};
         assert_true((double)want[0] == (double)(-128 * (int64_t)in));
         bitnet_ternary_matrix w = {t2, out, in, BITNET_SCALE_TENSOR, 0, &d};
-        bitnet_bitlinear_io io = {.tokens = 1, .xq = xq, .xs = &xs, .y = y};
-        assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
-        for (int o = 0; o < 3; o++) assert_true(y[o] == want[o]);
-        for (size_t c = 0; c < NCFG; c++) {
-            memset(y, 0, sizeof y);
-            assert_int_equal(bitnet_bitlinear(be[c], &w, &io), BITNET_OK);
-            for (int o = 0; o < 3; o++) {
-                if (y[o] != want[o])
-                    print_message("# %s x%d, %llu blocks, row %d: %.9g, want %.9g\n", configs[c].simd, configs[c].threads,
-                                  (unsigned long long)blocks[i], o, (double)y[o], (double)want[o]);
-                assert_true(y[o] == want[o]);
+        /* one token (the GEMV kernels) and several (the kernels of a pass of tokens) */
+        static const uint64_t toks[] = {1, 3, MAXTOK};
+        for (size_t k = 0; k < sizeof toks / sizeof toks[0]; k++) {
+            bitnet_bitlinear_io io = {.tokens = toks[k], .xq = xq, .xs = xs, .y = y};
+            assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+            for (uint64_t t = 0; t < toks[k]; t++)
+                for (int o = 0; o < 3; o++) assert_true(y[t * 3 + o] == want[o]);
+            for (size_t c = 0; c < NCFG; c++) {
+                memset(y, 0, sizeof y);
+                assert_int_equal(bitnet_bitlinear(be[c], &w, &io), BITNET_OK);
+                for (uint64_t t = 0; t < toks[k]; t++)
+                    for (int o = 0; o < 3; o++) {
+                        if (y[t * 3 + o] != want[o])
+                            print_message("# %s x%d, %llu blocks, %llu tokens, row %d: %.9g, want %.9g\n",
+                                          configs[c].simd, configs[c].threads, (unsigned long long)blocks[i],
+                                          (unsigned long long)toks[k], o, (double)y[t * 3 + o], (double)want[o]);
+                        assert_true(y[t * 3 + o] == want[o]);
+                    }
             }
         }
         free(t2);

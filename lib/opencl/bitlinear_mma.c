@@ -12,8 +12,9 @@
  *           per work-group along dim 0)
  *   MMA_WM  warps along rows (4)     MMA_MT  16-row tiles per warp (2)
  *   MMA_KB  blocks per chunk (2)     MMA_ST  chunks in flight (2)
- *   MMA_KP  (host only) k parts over work-groups: by default as many as
- *           give MMA_FILL work-groups per compute unit (mma_parts); their
+ *   MMA_KP  (host only) k parts over work-groups: by default one where
+ *           the other dimensions give a work-group per compute unit, else
+ *           as many as give MMA_FILL per compute unit (mma_parts); their
  *           integer sums go to a scratch and bl_mma_sum adds them in order.
  * Measured on an H100 (tests/device/mma-sweep.sh, medians of the kernel
  * time of the whole product, q_acts_rows and bl_mma_sum included; two
@@ -110,15 +111,25 @@ static const struct {
 };
 #define N_MMA_OPTS (sizeof mma_opts / sizeof mma_opts[0])
 
-/* k parts: enough work-groups for MMA_FILL per compute unit, each part at
- * least MMA_MIN_CHUNKS chunks, the parts' sums at most MMA_PART_BYTES. */
+/* k parts: none where the work-groups of one part already give every
+ * compute unit one, else enough for MMA_FILL per compute unit; each part at
+ * least MMA_MIN_CHUNKS chunks, the parts' sums at most MMA_PART_BYTES.
+ * From one work-group per compute unit on, bl_mma_sum (a second launch and
+ * a pass over the parts' sums) cost more than the parts gained: H200,
+ * 2026-11-27, the product's kernel time with two parts against one:
+ * 16384x16384 at 64 tokens 117 against 103 us, 4096x14336 at 512 155
+ * against 139 us, 4096x4096 at 512 76 against 59 us; 14336x4096 at 64
+ * 31 us with one part against 30-31 + 9 (bl_mma_sum) with two.  Below one
+ * per compute unit the parts win by far (4096x14336 at 64 tokens 42 us
+ * with 5 against 65 with one; 16384x16384 at 8 tokens 48 with 3 against
+ * 72). */
 #define MMA_FILL 2
 #define MMA_MIN_CHUNKS 2
 #define MMA_PART_BYTES ((uint64_t)64 << 20)
 static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chunks, uint64_t plane_bytes)
 {
-    const uint64_t want = (uint64_t)MMA_FILL * (caps->compute_units ? caps->compute_units : 1);
-    uint64_t kp = groups >= want ? 1 : (want + groups - 1) / groups;
+    const uint64_t cu = caps->compute_units ? caps->compute_units : 1, want = (uint64_t)MMA_FILL * cu;
+    uint64_t kp = groups >= cu ? 1 : (want + groups - 1) / groups;
     if (kp > chunks / MMA_MIN_CHUNKS) kp = chunks / MMA_MIN_CHUNKS;
     if (kp > MMA_PART_BYTES / plane_bytes) kp = MMA_PART_BYTES / plane_bytes;
     return kp ? kp : 1;

@@ -57,6 +57,11 @@ typedef void (*bn_t2_dot2_fn)(const uint8_t *w0, const uint8_t *w1, const int8_t
                               size_t nblocks, int32_t *acc0, int32_t *acc1);
 /* gemv (optional): dot for one token, prefetching the weight stream ahead
  * but never past pf_last (the last byte the caller's rows reach). */
+/* The one-token kernels' software prefetch distance into L2 (bytes ahead
+ * of the weight row being read; bitlinear_vnni.c has the measurement). */
+#ifndef BL_PF_BYTES
+#define BL_PF_BYTES 24576
+#endif
 typedef void (*bn_t2_gemv_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 typedef void (*bn_t2_dot_sub_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 

@@ -112,9 +112,6 @@ void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, s
  * L2 BL_PF_BYTES ahead (clamped to pf_last, the last byte the caller will
  * read) keeps enough lines in flight, as in bitlinear_vnni.c; two blocks (one
  * 64-byte line) a step, their int16 sums added before one widening. */
-#ifndef BL_PF_BYTES
-#define BL_PF_BYTES 24576
-#endif
 INLINE __m256i block16(const uint8_t *w, const int8_t *x, __m256i mask)
 {
     const __m256i wb = _mm256_loadu_si256((const __m256i *)w);

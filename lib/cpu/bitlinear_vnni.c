@@ -32,9 +32,6 @@ INLINE __m512i LD_REG(const int8_t *p)
  * prefetcher alone did not run far enough ahead of this loop), with it at
  * 21-27 GB/s; L1 prefetches or distances under 8 KiB gained less. */
 #define BL_NOSHIFT_MAX_BLOCKS 4095
-#ifndef BL_PF_BYTES
-#define BL_PF_BYTES 24576
-#endif
 static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
 {
     const size_t pfd = BL_PF_BYTES;

@@ -240,9 +240,8 @@ static void test_odd_addresses(void **state)
  * shift plane.  With d = 1 and s = 1, y = (float)acc; acc = q * -128 * in,
  * computed here in 64 bits, is a float exactly (in = 128 * blocks, a small
  * odd factor times a power of two).  4095 blocks: in place (code * 4^k)
- * at its bound; 4096 and 4097: the shifting loop. */
-/* worst-case magnitudes (every product -128 * +-1) at the limits of the
- * kernels' narrow sums, for one token and for passes of several */
+ * at its bound; 4096 and 4097: the shifting loop.  One token (the GEMV
+ * kernels) and passes of several (the narrow sums of the pass kernels). */
 #define MAXTOK 9
 static void test_noshift_bounds(void **state)
 {

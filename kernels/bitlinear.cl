@@ -550,7 +550,10 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 #define NV_TT 4 /* most tokens per pass over the weights */
 #endif
 #ifndef NV_U
-#define NV_U 4 /* nv4: half blocks per lane in flight */
+#define NV_U 4 /* nv4: half blocks per lane and row in flight */
+#endif
+#ifndef NV_R
+#define NV_R 1 /* nv4: rows per warp computed together (one read of the activations) */
 #endif
 /* and two the host alone reads: NV_LMEM, the most bytes of local memory the
  * staged activations take (default: the device's less 1 KiB), and NV_RW,
@@ -805,9 +808,10 @@ void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global cons
 }
 /* Variant 4: for bandwidth.  Lane l of a warp takes the 16-byte half
  * blocks h = l, l + 32, ... of a row, so one load instruction of the warp
- * reads 512 consecutive bytes; NV_U of them per lane are in flight before
- * the row is computed.  Each warp does `rw` rows (set by the host so that
- * the grid still fills the device) and the activations of the pass are
+ * reads 512 consecutive bytes; NV_U of them per lane for each of NV_R rows
+ * are in flight before the rows are computed, and each staged activation
+ * read serves the NV_R rows.  Each warp does `rw` rows (set by the host so
+ * that the grid still fills the device) and the activations of the pass are
  * staged once per work-group, swizzled: 16-byte chunk c of token i at
  * xl[i * 8 nbp + (c & 7) nbp + (c >> 3)], nbp >= nblocks and nbp % 8 == 4,
  * so that the 8 lanes of each quarter warp read 8 different bank groups.
@@ -826,7 +830,7 @@ inline int bl_half_dotu(uint4 wv, int4 x0, int4 x1, int4 x2, int4 x3)
     p2 = bl_dp4a_us(wv.z & m2, x2.z, p2), p3 = bl_dp4a_us(wv.z & m3, x3.z, p3);
     p0 = bl_dp4a_us(wv.w & m0, x0.w, p0), p1 = bl_dp4a_us(wv.w & m1, x1.w, p1);
     p2 = bl_dp4a_us(wv.w & m2, x2.w, p2), p3 = bl_dp4a_us(wv.w & m3, x3.w, p3);
-    return p0 + p1 / 4 + p2 / 16 + p3 / 64; /* exact: multiples */
+    return p0 + (p1 >> 2) + (p2 >> 4) + (p3 >> 6); /* exact: multiples of 4^k */
 }
 #define BL_XL4(i, c) xl[(uint)(i) * 8 * nbp + ((uint)(c) & 7) * nbp + ((uint)(c) >> 3)]
 __kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
@@ -840,48 +844,58 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
     const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
     const bn_size nh = 2 * nblocks, nx = xstride / 16;
     const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * (bn_size)rw;
+    /* half block h = h0 + lane (h0 a multiple of 32) meets at shift k the
+     * staged chunk xl[i 8 nbp + (2k + (lane & 1)) nbp + h0 / 2 + lane / 2] */
+    const uint xb = (uint)(lane & 1) * nbp + (uint)(lane >> 1);
     for (bn_size t0 = 0; t0 < tokens; t0 += (bn_size)tt) {
         const int nt = tokens - t0 < (bn_size)tt ? (int)(tokens - t0) : tt;
-        /* the first loads of the first row go out before the staging, so
+        /* the first loads of the first rows go out before the staging, so
          * that the two latencies overlap (small matrices are latency-bound) */
-        uint4 wv[NV_U];
-        for (int u = 0; u < NV_U; u++) {
-            const bn_size h = (bn_size)(32 * u + lane);
-            wv[u] = r0 < out && h < nh ? w[r0 * nh + h] : (uint4)(0);
-        }
+        uint4 wv[NV_R][NV_U];
+        for (int q = 0; q < NV_R; q++)
+            for (int u = 0; u < NV_U; u++) {
+                const bn_size h = (bn_size)(32 * u + lane), row = r0 + (bn_size)q;
+                wv[q][u] = (uint)q < rw && row < out && h < nh ? w[row * nh + h] : (uint4)(0);
+            }
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl */
         for (int i = 0; i < nt; i++)
             for (uint c = (uint)lid; c < (uint)nx; c += 32 * NV_WARPS) BL_XL4(i, c) = xg[(t0 + (bn_size)i) * nx + c];
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint r = 0; r < rw; r++) {
-            const bn_size row = r0 + r;
-            const int ok = row < out;
-            __global const uint4 *wr = w + (ok ? row : 0) * nh;
-            int acc[NV_TT];
-            for (int i = 0; i < NV_TT; i++) acc[i] = NV_TEST_V4;
+        for (uint r = 0; r < rw; r += NV_R) {
+            int acc[NV_R][NV_TT];
+            for (int q = 0; q < NV_R; q++)
+                for (int i = 0; i < NV_TT; i++) acc[q][i] = NV_TEST_V4;
             for (bn_size h0 = 0; h0 < nh; h0 += 32 * NV_U) {
                 if (r != 0 || h0 != 0)
-                    for (int u = 0; u < NV_U; u++) {
-                        const bn_size h = h0 + (bn_size)(32 * u + lane);
-                        wv[u] = ok && h < nh ? wr[h] : (uint4)(0);
+                    for (int q = 0; q < NV_R; q++) {
+                        const bn_size row = r0 + r + (bn_size)q;
+                        const int ok = r + (uint)q < rw && row < out;
+                        __global const uint4 *wr = w + (ok ? row : 0) * nh;
+                        for (int u = 0; u < NV_U; u++) {
+                            const bn_size h = h0 + (bn_size)(32 * u + lane);
+                            wv[q][u] = ok && h < nh ? wr[h] : (uint4)(0);
+                        }
                     }
                 for (int u = 0; u < NV_U; u++) {
-                    const bn_size h = h0 + (bn_size)(32 * u + lane);
-                    if (h >= nh) break;
-                    const uint c = (uint)(h >> 1) * 8 + (uint)(h & 1); /* chunk of shift 0 */
+                    if (h0 + (bn_size)(32 * u + lane) >= nh) break;
+                    const uint xo = xb + (uint)(h0 / 2) + 16 * u;
                     for (int i = 0; i < NV_TT; i++) {
                         if (i >= nt) break;
-                        acc[i] += bl_half_dotu(wv[u], BL_XL4(i, c), BL_XL4(i, c + 2), BL_XL4(i, c + 4), BL_XL4(i, c + 6));
+                        __local const int4 *xi = xl + (uint)i * 8 * nbp + xo;
+                        const int4 x0 = xi[0], x1 = xi[2 * nbp], x2 = xi[4 * nbp], x3 = xi[6 * nbp];
+                        for (int q = 0; q < NV_R; q++) acc[q][i] += bl_half_dotu(wv[q][u], x0, x1, x2, x3);
                     }
                 }
             }
-            for (int i = 0; i < NV_TT; i++) {
-                const int a = BL_WSUM(acc[i]);
-                if (lane == 0 && ok && i < nt) {
-                    const float v = bl_scale(a - xsum[t0 + i], per_row ? d[row] : d[0], xs[t0 + i]);
-                    bl_store(y, (t0 + i) * out + row, v, bias, has_bias, row, act, perturb);
+            for (int q = 0; q < NV_R; q++)
+                for (int i = 0; i < NV_TT; i++) {
+                    const int a = BL_WSUM(acc[q][i]);
+                    const bn_size row = r0 + r + (bn_size)q;
+                    if (lane == 0 && r + (uint)q < rw && row < out && i < nt) {
+                        const float v = bl_scale(a - xsum[t0 + i], per_row ? d[row] : d[0], xs[t0 + i]);
+                        bl_store(y, (t0 + i) * out + row, v, bias, has_bias, row, act, perturb);
+                    }
                 }
-            }
         }
     }
 }

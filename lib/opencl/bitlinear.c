@@ -68,7 +68,7 @@ static long opt_value(const char *opts, const char *name, long def)
  * (the two must agree).  NV_LMEM and NV_RW are the host's alone; 0 here
  * means chosen from the device and the shape. */
 typedef struct {
-    long warps, rows, unroll, tt, u, lmem, rw;
+    long warps, rows, unroll, tt, u, lmem, rw, r;
 } nv_tunables;
 static const struct {
     const char *name;
@@ -79,11 +79,13 @@ static const struct {
     {"NV_ROWS", offsetof(nv_tunables, rows), 2},     /* nv1, nv3: rows per warp */
     {"NV_UNROLL", offsetof(nv_tunables, unroll), 2}, /* nv1, nv3: blocks per lane in flight (kernel only) */
     {"NV_TT", offsetof(nv_tunables, tt), 4},         /* most tokens per pass */
-    {"NV_U", offsetof(nv_tunables, u), 4},           /* nv4: half blocks per lane in flight (kernel only) */
+    {"NV_U", offsetof(nv_tunables, u), 4},           /* nv4: half blocks per lane and row in flight (kernel only) */
     {"NV_LMEM", offsetof(nv_tunables, lmem), 0},     /* bytes of staged activations: 0, the device's less 1 KiB
                                                         (also the cap) */
     {"NV_RW", offsetof(nv_tunables, rw), 0},         /* nv4: rows per warp: 0, as many as leave at most 4
                                                         work-groups per compute unit (1 to 16) */
+    {"NV_R", offsetof(nv_tunables, r), 1},           /* nv4: rows of a warp computed together (rw is rounded
+                                                        up to a multiple) */
 };
 #define N_NV_NAMES (sizeof nv_names / sizeof nv_names[0])
 
@@ -97,6 +99,23 @@ static const struct {
  * One token: variant 4 with 8 warps and 4 loads in flight per lane (H100,
  * 2026-11-22, kept weights: 16384x16384 in 32.3 us against 34.0 us for
  * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6).
+ * Since 2026-11-27 two rows of a warp at once (NV_R=2, NV_U=2: the same 2
+ * KiB per warp in flight, each staged activation read once for both rows).
+ * H200, weights kept, two alternating rounds, mean profiled time of the
+ * GEMV kernel alone (cltrace) in us, before / after: 16384x16384 28.6-28.9
+ * / 25.4-26.0, 14336x4096 15.3-15.5 / 13.9-14.0, 4096x14336 13.7-13.9 /
+ * 12.7-12.8, 4096x4096 9.2-9.6 / 9.1-9.6 (NV_R=4 with NV_U=1: 25.5 and
+ * 12.7-12.9 on the first two, 14.5-14.6 on 4096x14336, where whole groups
+ * of 4 rows leave too few work-groups).  What is left, measured the same
+ * day: the kernel with its body emptied (stores only) takes 4-6.5 us by
+ * the same events, and with the decode and dot products replaced by an
+ * XOR of the loaded words 16384x16384 takes 23 us, so the sums cost about
+ * 2.5 us of the 25.5.
+ * Tried and not kept, 2026-11-27: the weights streamed through local
+ * memory by cp.async, 4 to 7 chunks of 512 bytes per warp in flight
+ * (twice the bytes in flight of variant 4, no registers held): 16384x16384
+ * 37.4-40.4 us for the whole call against 37.0-37.8, the other shapes
+ * equal or slower; bytes in flight are not what limits variant 4.
  * Tried and not kept: variant 4 quantizing the float activations itself
  * (each work-group read the float row, took its absmax and staged the codes:
  * one kernel per call instead of q_acts_rows + variant 4).  H200, 2026-11-26,
@@ -115,7 +134,7 @@ static const struct {
 } nv_tuned[] = {
     {8, 3, "-DNV_WARPS=8 -DNV_ROWS=1 -DNV_UNROLL=4"}, /* reached where bl_gemm_mma is off */
     {2, 3, ""},
-    {1, 4, "-DNV_WARPS=8 -DNV_U=4"},
+    {1, 4, "-DNV_WARPS=8 -DNV_U=2 -DNV_R=2"},
 };
 
 /* One call's NV kernel: variant, build options (BITNET_GEMV_OPTS or the
@@ -158,6 +177,7 @@ static bitnet_status nv_plan_make(nv_plan *p, const bn_ocl_caps *caps, uint64_t 
     const uint64_t wg4 = (uint64_t)p->t.warps * 4 * (caps->compute_units ? caps->compute_units : 1);
     uint64_t rw = (out + wg4 - 1) / wg4;
     rw = rw < 1 ? 1 : rw > 16 ? 16 : rw;
+    rw = (rw + (uint64_t)p->t.r - 1) / (uint64_t)p->t.r * (uint64_t)p->t.r; /* whole groups of NV_R rows */
     p->rw = (cl_uint)(p->t.rw > 0 ? p->t.rw : (long)rw);
     return BITNET_OK;
 }

@@ -34,10 +34,13 @@ BUDGET=${BUDGET:-85}
 # variant|options, most promising first (phase 1 may run out of BUDGET):
 # "default" is what the library picks by token count (the baseline); 1 global
 # activations, several rows per warp, unrolled loads; 3 activations staged in
-# local memory, one-AND decoding; 4 512-byte warp loads, rows per warp,
-# swizzled staging (see lib/opencl/bitlinear.c)
+# local memory, one-AND decoding; 4 512-byte warp loads, rows per warp (NV_R
+# of them computed together), swizzled staging (see lib/opencl/bitlinear.c)
 COMBOS=(
     "default|"
+    "4|-DNV_WARPS=8 -DNV_U=2 -DNV_R=2"
+    "4|-DNV_WARPS=8 -DNV_U=1 -DNV_R=4"
+    "4|-DNV_WARPS=8 -DNV_U=4 -DNV_R=2"
     "4|-DNV_WARPS=8 -DNV_U=4"
     "4|-DNV_WARPS=8 -DNV_U=8"
     "4|-DNV_WARPS=8 -DNV_U=8 -DNV_RW=1"

@@ -353,7 +353,8 @@ static void test_opencl(void **state)
  * sums (-DNV_EMULATE) and takes them on any device; BITNET_GEMV_NV picks the
  * variant (1, 3 or 4) and BITNET_GEMV_OPTS its tunables.  Every variant, the
  * host's defaults (BITNET_GEMV_NV unset) and a spread of
- * tunables (rows per warp not dividing out, unroll past the blocks of a row,
+ * tunables (rows per warp not dividing out nor a multiple of the rows computed
+ * together, unroll past the blocks of a row,
  * tokens per pass not dividing tokens, local memory too small for the wanted
  * tokens per pass or for one token: the fallback) against the _ref, exactly. */
 typedef struct { const char *v, *opts; } nvconf; /* v NULL: BITNET_GEMV_NV unset */
@@ -367,9 +368,11 @@ static const nvconf nvconfs[] = {
     {"3", "-DNV_WARPS=3 -DNV_ROWS=1 -DNV_UNROLL=3 -DNV_TT=8 -DNV_LMEM=4300"},
     {"3", "-DNV_WARPS=1 -DNV_ROWS=4 -DNV_UNROLL=2 -DNV_TT=5 -DNV_LMEM=1024"},
     {"4", ""},
-    {"4", "-DNV_WARPS=8 -DNV_U=4"}, /* the one-token default */
+    {"4", "-DNV_WARPS=8 -DNV_U=2 -DNV_R=2"}, /* the one-token default */
     {"4", "-DNV_WARPS=3 -DNV_RW=3 -DNV_U=1 -DNV_TT=8 -DNV_LMEM=4300"},
     {"4", "-DNV_WARPS=1 -DNV_RW=2 -DNV_U=3 -DNV_TT=5 -DNV_LMEM=1024"},
+    {"4", "-DNV_WARPS=3 -DNV_RW=5 -DNV_R=2 -DNV_U=3 -DNV_TT=3"}, /* rows per warp not a multiple of NV_R */
+    {"4", "-DNV_WARPS=2 -DNV_R=4 -DNV_U=1 -DNV_TT=2"},             /* rows per warp from the shape, rounded up */
 };
 #define NNVCONF (sizeof nvconfs / sizeof nvconfs[0])
 

@@ -426,6 +426,11 @@ bitnet_status bn_ocl_run(bn_ocl *o, cl_kernel k, cl_uint dims, const size_t *glo
         bitnet_status st = bn_ocl_finish(o);
         if (st != BITNET_OK) return st;
     }
+    /* No clFlush after the launch: tried on an H200 (2026-11-27, three
+     * alternating rounds, end-to-end medians), it took one token of
+     * 4096x4096 with kept weights from 38-39 to 33 us, but left 16384x16384
+     * unchanged and made device-resident calls and the feed-forward block
+     * 2-4 us slower. */
     cl_event ev = NULL; /* without profiling none: nothing to time */
     cl_int err = clEnqueueNDRangeKernel(o->queue, k, dims, NULL, global, local, 0, NULL, o->profiling ? &ev : NULL);
     if (err != CL_SUCCESS) {

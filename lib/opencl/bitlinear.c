@@ -106,7 +106,11 @@ static const struct {
  * / 25.4-26.0, 14336x4096 15.3-15.5 / 13.9-14.0, 4096x14336 13.7-13.9 /
  * 12.7-12.8, 4096x4096 9.2-9.6 / 9.1-9.6 (NV_R=4 with NV_U=1: 25.5 and
  * 12.7-12.9 on the first two, 14.5-14.6 on 4096x14336, where whole groups
- * of 4 rows leave too few work-groups).  What is left, measured the same
+ * of 4 rows leave too few work-groups).  On an H100 the same day, three
+ * alternating rounds of the library's defaults, before / after:
+ * 16384x16384 31.4-31.7 / 30.7-31.0, 14336x4096 14.9-15.3 / 14.2-14.7,
+ * 4096x14336 13.6-14.3 / 13.3-13.7, 4096x4096 9.0-9.3 / 9.1-9.3: smaller
+ * gains, nothing slower.  What is left, measured the same
  * day: the kernel with its body emptied (stores only) takes 4-6.5 us by
  * the same events, and with the decode and dot products replaced by an
  * XOR of the loaded words 16384x16384 takes 23 us, so the sums cost about

@@ -9,8 +9,9 @@
  * addresses (operand.c); with a host output the call waits for it, and the
  * per-token NaN flags come down in the same read.
  *
- * Kernel choice: group scales -> bl_group; NVIDIA from 8 tokens -> bl_gemm_mma
- * (tensor cores), fewer -> an NV variant (dp4a); both unless
+ * Kernel choice: group scales -> bl_group; NVIDIA from 2 tokens -> the tensor
+ * cores (bl_mma_skinny up to 8 tokens, bl_gemm_mma beyond), one token (or
+ * the tensor cores off) -> an NV variant (dp4a); both unless
  * BITNET_OCL_PORTABLE=1; otherwise bl_gemm (tiled) above
  * GEMM_MIN_TOKENS tokens, else bl_gemv.
  *
@@ -33,9 +34,10 @@
  *
  * Tensor cores (bl_gemm_mma, host side in bitlinear_mma.c; read at every call):
  *   on NVIDIA, unless BITNET_OCL_PORTABLE=1, tensor and row scales from
- *   BITNET_MMA_MIN_TOKENS tokens on (default 8; a large value turns it off)
+ *   BITNET_MMA_MIN_TOKENS tokens on (default 2; a large value turns it off)
  *   take INT8 mma.sync instead of the NV variants.
  *   BITNET_MMA_OPTS="-DMMA_WM=4 -DMMA_MT=2 -DMMA_NT=32 -DMMA_KB=2 -DMMA_ST=2 -DMMA_KP=3"
+ *                     (bl_mma_skinny reads MMA_WM, MMA_MT and MMA_U)
  *                     is appended to its build options; the tunables it names
  *                     replace the ones chosen from the shape (bitlinear_mma.c);
  *                     -DMMA_SIGNED=1 decodes codes to s8 (default u8 codes
@@ -95,7 +97,9 @@ static const struct {
  * gemv-sweep.sh, 2026-11-22): 16384x16384 in 45.8 us against 50.0 us for
  * the former variant 0 (one warp per row, since removed) at 1 token, 177
  * against 286 us at 8, 1.28 against 2.37 ms at 64; from 8 tokens on, 8
- * warps of one row with 4 blocks in flight won.
+ * warps of one row with 4 blocks in flight won.  Since 2026-11-27 the
+ * tensor cores take 2 tokens and more (bl_mma_skinny), so variant 3 runs
+ * only where they are off.
  * One token: variant 4 with 8 warps and 4 loads in flight per lane (H100,
  * 2026-11-22, kept weights: 16384x16384 in 32.3 us against 34.0 us for
  * variant 3, 4096x4096 9.4-9.7 us, 4096x14336 14.3 us against 14.6).

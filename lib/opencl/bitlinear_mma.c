@@ -1,9 +1,29 @@
 /*
- * bitlinear_mma.c (OpenCL) - host side of bl_gemm_mma (kernels/bitlinear.cl):
- * BitLinear for 8 tokens and more on NVIDIA INT8 tensor cores (inline PTX
- * mma.sync m16n8k32), called by bn_ocl_bitlinear once it has uploaded the
- * weights, the quantized activations and their per-token sums.  The mma is
- * emulated in plain OpenCL C on other devices (tests).
+ * bitlinear_mma.c (OpenCL) - host side of bl_mma_skinny and bl_gemm_mma
+ * (kernels/bitlinear.cl): BitLinear for 2 tokens and more on NVIDIA INT8
+ * tensor cores (inline PTX mma.sync m16n8k32), called by bn_ocl_bitlinear
+ * once it has uploaded the weights, the quantized activations and their
+ * per-token sums.  The mma is emulated in plain OpenCL C on other devices
+ * (tests).
+ *
+ * 2 to 8 tokens: bl_mma_skinny, codes and activations loaded straight into
+ * the fragments, 16 * MMA_MT rows a work-group, MMA_WM warps splitting k
+ * (MMA_SKINNY_* below; BITNET_MMA_OPTS may name MMA_WM, MMA_MT, MMA_U).
+ * H200, 2026-11-27, kernel time of the whole product (q_acts_rows
+ * included), weights kept, two rounds, before (2 to 7 tokens bl_gemv_nv3,
+ * 8 bl_gemm_mma) / after, us:
+ *   16384x16384  2: 63.7-64.2 / 36.2-37.3  4: 102-103 / 35.8-37.3  8: 51.1-52.3 / 41.9-44.2
+ *   14336x4096   2: 32.6-33.2 / 21.3-22.0  4: 39.4-39.9 / 22.5-22.8  8: 32.3-32.8 / 23.6-27.0
+ *   4096x14336   2: 26.7-28.8 / 28.4-28.6  4: 37.1-37.6 / 25.7-26.4  8: 30.0-30.1 / 29.4-32.7
+ *   4096x4096    2: 20.1-20.3 / 19.5-19.6  4: 22.3 / 18.6-20.3       8: 25.5-26.5 / 17.9-20.8
+ * The settings came from a sweep in one call before it (same shapes, 2, 4
+ * and 8 tokens): 8 warps, 4 row tiles and one segment in flight won or
+ * tied everywhere; one row tile was twice as slow at 8 tokens on
+ * 16384x16384 (93-105 us: every 16 rows read the 8 tokens' activations
+ * again), 2 tiles 72-83 us, 4 warps with 4 tiles 47-55 us.  One token
+ * stays on the GEMV (bl_gemv_nv4, 32-34 us on 16384x16384).
+ *
+ * More than 8 tokens: bl_gemm_mma.
  *
  * Launch geometry comes from the kernel's tunables, chosen here from the
  * shape unless BITNET_MMA_OPTS names them (see bitlinear.c for the env vars):
@@ -54,7 +74,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MMA_MIN_TOKENS 8
+#define MMA_MIN_TOKENS 2
+#define MMA_SKINNY_MAX 8 /* up to here bl_mma_skinny, beyond bl_gemm_mma */
+#define MMA_SKINNY_WM 8
+#define MMA_SKINNY_MT 4
+#define MMA_SKINNY_U 1
 #define MMA_MAX_NT 32
 #define MMA_MAX_GRID 65535 /* work-groups along dimensions 1 and 2 (NVIDIA's limit) */
 
@@ -135,6 +159,56 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
     return kp ? kp : 1;
 }
 
+/* bl_mma_skinny, 2 to MMA_SKINNY_MAX tokens: 16 * MMA_MT rows a work-group,
+ * its MMA_WM warps splitting k, MMA_U segments per warp in flight; the
+ * tunables from BITNET_MMA_OPTS where it names them, else MMA_SKINNY_*. */
+static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
+                                cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
+                                size_t xstride, const char *eopts, int emulate)
+{
+    const bn_ocl_caps *caps = bn_ocl_get_caps(o);
+    static const struct {
+        const char *name;
+        long def;
+    } names[3] = {{"MMA_WM", MMA_SKINNY_WM}, {"MMA_MT", MMA_SKINNY_MT}, {"MMA_U", MMA_SKINNY_U}};
+    long v[3];
+    char opts[768];
+    int len = snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt%s", emulate ? " -DMMA_EMULATE" : "");
+    for (int i = 0; i < 3 && len >= 0 && (size_t)len < sizeof opts; i++) {
+        int found = 0;
+        v[i] = bn_ocl_opt_value(eopts, names[i].name, names[i].def, &found);
+        if (!found) len += snprintf(opts + len, sizeof opts - (size_t)len, " -D%s=%ld", names[i].name, v[i]);
+    }
+    if (len >= 0 && (size_t)len < sizeof opts) len += snprintf(opts + len, sizeof opts - (size_t)len, " %s", eopts);
+    if (len < 0 || (size_t)len >= sizeof opts) return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_MMA_OPTS too long");
+    const long nw = v[0], mt = v[1], u = v[2];
+    if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || u < 1 || u > 16)
+        return bn_fail(BITNET_E_INVALID,
+                       "bitlinear: mma tunables out of range for 2 to %d tokens (MMA_WM %ld warps: 32 work-items "
+                       "each, at most %zu; MMA_MT %ld: 1..16; MMA_U %ld: 1..16)",
+                       MMA_SKINNY_MAX, nw, caps->max_wg, mt, u);
+    /* red[] of the warps' tiles, and the emulation's scratch */
+    const uint64_t lbytes = (uint64_t)nw * (uint64_t)mt * 512 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)nw : 0);
+    if (caps->local_mem && lbytes > caps->local_mem)
+        return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
+                       (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
+    const uint64_t rows = 16 * (uint64_t)mt, groups = (w->out + rows - 1) / rows;
+    if (groups > SIZE_MAX / 32) return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
+    cl_kernel k;
+    bitnet_status st = bn_ocl_kernel(o, "bitlinear", "bl_mma_skinny", opts, &k);
+    if (st) return st;
+    const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
+    const cl_ulong c_out = w->out, c_tok = io->tokens, c_nblocks = nblocks, c_xstride = xstride;
+    const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
+    st = bn_ocl_args(o, k, 15, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof per_row, &per_row,
+                     sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by, sizeof c_out, &c_out,
+                     sizeof c_tok, &c_tok, sizeof c_nblocks, &c_nblocks, sizeof c_xstride, &c_xstride, sizeof perturb,
+                     &perturb, sizeof bsum, &bsum);
+    const size_t local[2] = {32, (size_t)nw}, global[2] = {32 * (size_t)groups, (size_t)nw};
+    if (!st) st = bn_ocl_run(o, k, 2, global, local, "bitlinear");
+    return st;
+}
+
 bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                    cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
                                    size_t xstride)
@@ -143,6 +217,8 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     const int emulate = !caps->is_nvidia || bn_ocl_env_on("BITNET_MMA_EMULATE");
     const char *eopts = getenv("BITNET_MMA_OPTS");
     if (!eopts) eopts = "";
+    if (io->tokens <= MMA_SKINNY_MAX)
+        return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride, eopts, emulate);
     mma_geom gm;
     mma_defaults(&gm, io->tokens);
 

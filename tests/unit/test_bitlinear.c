@@ -520,22 +520,27 @@ static void test_opencl_nv_emulated(void **state)
     bitnet_backend_free(be);
 }
 
-/* ---- tensor cores (bl_gemm_mma), emulated on any OpenCL device ------------------
- * BITNET_MMA_EMULATE=1 builds bl_gemm_mma with the mma in portable OpenCL C
- * (-DMMA_EMULATE) and takes it from BITNET_MMA_MIN_TOKENS (8) tokens on;
- * BITNET_MMA_OPTS sets its tunables.  Shapes with every awkward in (3: one
+/* ---- tensor cores (bl_mma_skinny, bl_gemm_mma), emulated on any OpenCL device ----
+ * BITNET_MMA_EMULATE=1 builds them with the mma in portable OpenCL C
+ * (-DMMA_EMULATE) and takes it from BITNET_MMA_MIN_TOKENS (2) tokens on,
+ * bl_mma_skinny up to 8 tokens and bl_gemm_mma beyond;
+ * BITNET_MMA_OPTS sets their tunables.  Shapes with every awkward in (3: one
  * half super-block; 255: one odd block; 4097: 33 blocks, several chunks),
  * out (1, 5, 17: rows past out in a tile; 64; 1000: many work-groups) and
- * tokens (8, 9, 17, 64, 513: passes and tokens past the count), tensor and row
+ * tokens (2, 3, 7, 8: bl_mma_skinny; 9, 17, 64, 513: passes and tokens past
+ * the count), tensor and row
  * scales, through the tunables the host picks and through fixed ones (2, 3
  * and 4 stages, chunks of 1 to 4 super-blocks with and without the rows'
  * swizzle, several row tiles per warp, s8 decoding, more rows per work-group
- * than out, k parts over work-groups: 3, 17 and the host's), exactly
+ * than out, k parts over work-groups: 3, 17 and the host's; for
+ * bl_mma_skinny 1 to 8 warps, 1 to 4 row tiles and 1 to 3 segments in
+ * flight, k split over more warps than a row has segments), exactly
  * against the _ref. */
 typedef struct { uint64_t in, out, tokens; int row, host; } mshape; /* host: also through the host's choice */
 static const mshape mma_shapes[] = {
     {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 1},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
     {4097, 64, 8, 1, 0}, {255, 1, 17, 0, 0}, {128, 1000, 64, 0, 1}, {4097, 17, 9, 1, 0}, {255, 17, 513, 1, 1},
+    {255, 17, 2, 1, 1},  {4097, 100, 3, 0, 1}, {17, 65, 7, 1, 0},    {1000, 33, 5, 0, 0}, {3, 70, 6, 1, 0},
 };
 static const char *const mma_opts[] = {
     "", /* the host's choice from the shape */
@@ -544,6 +549,8 @@ static const char *const mma_opts[] = {
     "-DMMA_WM=3 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4 -DMMA_ST=4",   /* 144 rows, 3 tiles a warp, rows swizzled */
     "-DMMA_WM=2 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk: 17 for in 4097 */
     "-DMMA_WM=1 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=8 -DMMA_ST=3 -DMMA_KP=3", /* 3 k parts, 16 units a row */
+    "-DMMA_WM=3 -DMMA_MT=3 -DMMA_U=2",                                   /* skinny: 3 warps, 3 tiles, 2 in flight */
+    "-DMMA_WM=1 -DMMA_MT=1 -DMMA_U=3 -DMMA_SIGNED=1",                    /* skinny: one warp, s8 */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
 
@@ -646,27 +653,31 @@ static void test_opencl_mma_emulated(void **state)
     /* on NVIDIA hardware the same grid through the real mma.sync */
     if (strstr(bitnet_backend_describe(be), "NVIDIA")) assert_int_equal(mma_sweep(be, 0), 0);
 
-    /* The test can fail, and bl_gemm_mma is what runs when (and only when)
-     * it should: -DMMA_TEST_BIAS=7 starts every integer sum at 7, so with
-     * d = s = 1 every output is off by exactly 7. */
-    assert_true(mma_hook_diff(be, 8, BITNET_SCALE_TENSOR, NULL, NULL) == 7.0f);
-    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);
-    assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, NULL, NULL) == 0.0f);  /* below 8 tokens */
-    assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, "3", NULL) == 7.0f);   /* BITNET_MMA_MIN_TOKENS */
+    /* The test can fail, and the tensor-core kernels are what runs when
+     * (and only when) they should: -DMMA_TEST_BIAS=7 starts every integer
+     * sum at 7, so with d = s = 1 every output is off by exactly 7. */
+    assert_true(mma_hook_diff(be, 8, BITNET_SCALE_TENSOR, NULL, NULL) == 7.0f);  /* bl_mma_skinny */
+    assert_true(mma_hook_diff(be, 2, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);
+    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);     /* bl_gemm_mma */
+    assert_true(mma_hook_diff(be, 1, BITNET_SCALE_TENSOR, NULL, NULL) == 0.0f);  /* one token: the GEMV */
+    assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, "8", NULL) == 0.0f);   /* BITNET_MMA_MIN_TOKENS */
+    assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, "3", NULL) == 7.0f);
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_TENSOR, "10", NULL) == 0.0f);
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, "1") == 0.0f);      /* BITNET_OCL_PORTABLE */
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_GROUP, NULL, NULL) == 0.0f);   /* group scales: bl_group */
 
     /* tunables out of range: refused with a detail, nothing run */
-    static const char *const badopts[] = {"-DMMA_NT=12", "-DMMA_KB=3", "-DMMA_WM=0", "-DMMA_ST=5",
-                                         "-DMMA_NT=1024 -DMMA_KB=256"};
+    static const struct { const char *opts; uint64_t tokens; } badopts[] = {
+        {"-DMMA_NT=12", 9}, {"-DMMA_KB=3", 9}, {"-DMMA_WM=0", 9}, {"-DMMA_ST=5", 9}, {"-DMMA_NT=1024 -DMMA_KB=256", 9},
+        {"-DMMA_WM=0", 8}, {"-DMMA_MT=17", 2}, {"-DMMA_U=0", 5}, {"-DMMA_WM=33", 8}, /* bl_mma_skinny */
+    };
     for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {
         rcase c;
-        case_make(&c, 40, 3, 8, BITNET_SCALE_TENSOR, 0);
+        case_make(&c, 40, 3, badopts[i].tokens, BITNET_SCALE_TENSOR, 0);
         outbuf got;
         ob_alloc(&got, &c);
         const variant v = {0, 0, 0, BITNET_ACT_NONE};
-        mma_env(badopts[i], 1);
+        mma_env(badopts[i].opts, 1);
         assert_int_equal(run_case(be, &c, &v, &got), BITNET_E_INVALID);
         mma_env_clear();
         assert_non_null(strstr(bitnet_error_detail(), "mma tunables"));

@@ -70,7 +70,7 @@ sel=${COMBOS_ONLY:-$(seq 1 ${#COMBOS[@]})}
 
 # runs the rest of the line with combination $1's variables; a numbered
 # variant with the tensor cores off, so that it runs at every token count
-# (the default takes bl_gemm_mma from 8 tokens on for these row scales)
+# (the default takes the tensor cores from 2 tokens on for these row scales)
 with_combo() {
     local v=${1%%|*} o=${1#*|}
     shift

@@ -1,7 +1,8 @@
 #!/bin/bash
 # mma-sweep.sh - runs on the GPU machine (bitnet-bench on PATH, or in
-# .device/bin): times BitLinear on NVIDIA tensor cores (bl_gemm_mma, tunables
-# in BITNET_MMA_OPTS; see lib/opencl/bitlinear.c and bitlinear_mma.c) for a
+# .device/bin): times BitLinear on NVIDIA tensor cores (bl_mma_skinny up to 8
+# tokens, bl_gemm_mma beyond; tunables in BITNET_MMA_OPTS, see
+# lib/opencl/bitlinear.c and bitlinear_mma.c) for a
 # few option settings, and the dp4a path (BITNET_MMA_MIN_TOKENS past the
 # token counts) for comparison.  Prints one short line per setting, shape
 # and token count: the kernel median (profiling events) and, unless CHECK=0,

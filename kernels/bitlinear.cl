@@ -530,56 +530,67 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 /* bl_mma_skinny: 2 to 8 tokens (a pass of 8; more tokens loop) on the
  * tensor cores, the codes loaded from global memory straight into the A
  * fragments, the activations straight into the B fragments (L1), nothing
- * staged.  A work-group owns 16 * MMA_MT rows; its MMA_WM warps split each
+ * staged.  A work-group owns 16 * SK_T rows; its SK_W warps split each
  * row's 64-byte segments (two blocks) between them, warp q taking segments
- * q, q + MMA_WM, ... (MMA_U of them in flight), and their integer sums meet
+ * q, q + SK_W, ... (SK_U of them in flight), and their integer sums meet
  * in local memory at the end, where the epilogue runs.  Lane (g, t) =
  * (lane / 4, lane % 4) loads the 16 bytes t of a segment of rows g and
  * g + 8 of each 16-row tile.  Word pair p at shift s makes one m16n8k32
  * product whose k order is the lane's own: k = 4t + j is byte j of word
  * 2p, k = 16 + 4t + j byte j of word 2p + 1.  The B fragment of token g is
  * then the 8 activation bytes those two words meet, consecutive in the
- * row, so one 16-byte load serves both pairs of a shift and all MMA_MT
- * tiles.  The host always sets MMA_WM, MMA_MT and MMA_U (its defaults:
- * lib/opencl/bitlinear_mma.c); the ones here are bl_gemm_mma's. */
-#ifndef MMA_U
-#define MMA_U 1 /* segments per warp in flight */
+ * row, so one 16-byte load serves both pairs of a shift and all SK_T
+ * tiles.  Tunables (the host reads the same names and defaults:
+ * lib/opencl/bitlinear_mma.c): */
+#ifndef SK_W
+#define SK_W 8 /* warps of a work-group, splitting k */
 #endif
-__kernel __attribute__((reqd_work_group_size(32, MMA_WM, 1)))
+#ifndef SK_T
+#define SK_T 4 /* 16-row tiles of a work-group */
+#endif
+#ifndef SK_U
+#define SK_U 1 /* segments per warp in flight */
+#endif
+#ifdef MMA_EMULATE
+#define BL_SKSCRATCH __local int mscr_[32 * 6 * SK_W]
+#else
+#define BL_SKSCRATCH
+#endif
+__kernel __attribute__((reqd_work_group_size(32, SK_W, 1)))
 void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global const float *xs, __global const float *d,
                    const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                    const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
                    const long perturb, __global const int *xsum)
 {
-    BL_MSCRATCH;
-    __local int red[MMA_WM * MMA_MT * 128];
+    BL_SKSCRATCH;
+    __local int red[SK_W * SK_T * 128];
     const int lane = get_local_id(0), wid = get_local_id(1), g = lane >> 2, t = lane & 3;
-    const bn_size r0 = get_group_id(0) * 16 * MMA_MT;
+    const bn_size r0 = get_group_id(0) * 16 * SK_T;
     const bn_size nseg = (nblocks + 1) / 2, wrow = 2 * nblocks; /* segments, uint4s of a row */
-    const bn_size steps = (nseg + MMA_WM * MMA_U - 1) / (MMA_WM * MMA_U);
+    const bn_size steps = (nseg + SK_W * SK_U - 1) / (SK_W * SK_U);
     for (bn_size t0 = 0; t0 < tokens; t0 += 8) {
         const int tok_ok = t0 + (bn_size)g < tokens;
         __global const uchar *xr = x + (tok_ok ? (t0 + (bn_size)g) * xstride : 0);
-        int4 c[MMA_MT];
-        MMA_UNROLL for (int m = 0; m < MMA_MT; m++) c[m] = (int4)(wid == 0 ? MMA_TEST_BIAS : 0);
+        int4 c[SK_T];
+        MMA_UNROLL for (int m = 0; m < SK_T; m++) c[m] = (int4)(wid == 0 ? MMA_TEST_BIAS : 0);
         for (bn_size st = 0; st < steps; st++) {
-            uint4 va[MMA_MT][MMA_U], vb[MMA_MT][MMA_U];
-            MMA_UNROLL for (int m = 0; m < MMA_MT; m++) {
+            uint4 va[SK_T][SK_U], vb[SK_T][SK_U];
+            MMA_UNROLL for (int m = 0; m < SK_T; m++) {
                 const bn_size ra = r0 + (bn_size)(16 * m + g), rb = ra + 8;
-                for (int u = 0; u < MMA_U; u++) {
-                    const bn_size seg = (st * MMA_U + (bn_size)u) * MMA_WM + (bn_size)wid;
+                for (int u = 0; u < SK_U; u++) {
+                    const bn_size seg = (st * SK_U + (bn_size)u) * SK_W + (bn_size)wid;
                     const int ok = seg < nseg && seg * 2 + (bn_size)(t >> 1) < nblocks;
                     va[m][u] = ok && ra < out ? w[ra * wrow + seg * 4 + (bn_size)t] : (uint4)(0);
                     vb[m][u] = ok && rb < out ? w[rb * wrow + seg * 4 + (bn_size)t] : (uint4)(0);
                 }
             }
-            for (int u = 0; u < MMA_U; u++) {
-                const bn_size seg = (st * MMA_U + (bn_size)u) * MMA_WM + (bn_size)wid;
+            for (int u = 0; u < SK_U; u++) {
+                const bn_size seg = (st * SK_U + (bn_size)u) * SK_W + (bn_size)wid;
                 const int ok = tok_ok && seg < nseg && seg * 2 + (bn_size)(t >> 1) < nblocks;
                 __global const uint *xp = (__global const uint *)(xr + (ok ? seg * 256 + (bn_size)((t >> 1) * 128 + (t & 1) * 16) : 0));
                 MMA_UNROLL for (int sh = 0; sh < 4; sh++) {
                     const uint4 xa = ok ? vload4(0, xp + 8 * sh) : (uint4)(0); /* the 16 activations at shift sh */
-                    MMA_UNROLL for (int m = 0; m < MMA_MT; m++) {
+                    MMA_UNROLL for (int m = 0; m < SK_T; m++) {
                         c[m] = BL_MMA(((int4)(bl_mma_dec(va[m][u].x, sh), bl_mma_dec(vb[m][u].x, sh),
                                               bl_mma_dec(va[m][u].y, sh), bl_mma_dec(vb[m][u].y, sh))),
                                       ((int2)((int)xa.x, (int)xa.y)), c[m]);
@@ -590,19 +601,19 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
                 }
             }
         }
-        MMA_UNROLL for (int m = 0; m < MMA_MT; m++) {
-            __local int *rp = red + (wid * MMA_MT + m) * 128 + lane * 4;
+        MMA_UNROLL for (int m = 0; m < SK_T; m++) {
+            __local int *rp = red + (wid * SK_T + m) * 128 + lane * 4;
             rp[0] = c[m].x;
             rp[1] = c[m].y;
             rp[2] = c[m].z;
             rp[3] = c[m].w;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        /* warp q adds up tiles m = q, q + MMA_WM, ... */
-        for (int m = wid; m < MMA_MT; m += MMA_WM)
+        /* warp q adds up tiles m = q, q + SK_W, ... */
+        for (int m = wid; m < SK_T; m += SK_W)
             for (int i = 0; i < 4; i++) {
                 int sum = 0;
-                for (int q = 0; q < MMA_WM; q++) sum += red[(q * MMA_MT + m) * 128 + lane * 4 + i];
+                for (int q = 0; q < SK_W; q++) sum += red[(q * SK_T + m) * 128 + lane * 4 + i];
                 const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1)), tok = t0 + (bn_size)(2 * t + (i & 1));
                 if (row < out && tok < tokens) {
 #if !MMA_SIGNED

@@ -7,8 +7,9 @@
  * (tests).
  *
  * 2 to 8 tokens: bl_mma_skinny, codes and activations loaded straight into
- * the fragments, 16 * MMA_MT rows a work-group, MMA_WM warps splitting k
- * (MMA_SKINNY_* below; BITNET_MMA_OPTS may name MMA_WM, MMA_MT, MMA_U).
+ * the fragments, 16 * SK_T rows a work-group, SK_W warps splitting k, SK_U
+ * segments per warp in flight (defaults SK_DEF_* below, as in the kernel;
+ * BITNET_MMA_OPTS may name them).
  * H200, 2026-11-27, kernel time of the whole product (q_acts_rows
  * included), weights kept, two rounds, before (2 to 7 tokens bl_gemv_nv3,
  * 8 bl_gemm_mma) / after, us:
@@ -76,9 +77,9 @@
 
 #define MMA_MIN_TOKENS 2
 #define MMA_SKINNY_MAX 8 /* up to here bl_mma_skinny, beyond bl_gemm_mma */
-#define MMA_SKINNY_WM 8
-#define MMA_SKINNY_MT 4
-#define MMA_SKINNY_U 1
+#define SK_DEF_W 8 /* bl_mma_skinny's tunables: kernels/bitlinear.cl has the same defaults */
+#define SK_DEF_T 4
+#define SK_DEF_U 1
 #define MMA_MAX_NT 32
 #define MMA_MAX_GRID 65535 /* work-groups along dimensions 1 and 2 (NVIDIA's limit) */
 
@@ -159,9 +160,9 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
     return kp ? kp : 1;
 }
 
-/* bl_mma_skinny, 2 to MMA_SKINNY_MAX tokens: 16 * MMA_MT rows a work-group,
- * its MMA_WM warps splitting k, MMA_U segments per warp in flight; the
- * tunables from BITNET_MMA_OPTS where it names them, else MMA_SKINNY_*. */
+/* bl_mma_skinny, 2 to MMA_SKINNY_MAX tokens: 16 * SK_T rows a work-group,
+ * its SK_W warps splitting k, SK_U segments per warp in flight; the
+ * tunables from BITNET_MMA_OPTS where it names them, else SK_DEF_*. */
 static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                 cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
                                 size_t xstride, const char *eopts, int emulate)
@@ -170,7 +171,7 @@ static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const
     static const struct {
         const char *name;
         long def;
-    } names[3] = {{"MMA_WM", MMA_SKINNY_WM}, {"MMA_MT", MMA_SKINNY_MT}, {"MMA_U", MMA_SKINNY_U}};
+    } names[3] = {{"SK_W", SK_DEF_W}, {"SK_T", SK_DEF_T}, {"SK_U", SK_DEF_U}};
     long v[3];
     char opts[768];
     int len = snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt%s", emulate ? " -DMMA_EMULATE" : "");
@@ -184,8 +185,8 @@ static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const
     const long nw = v[0], mt = v[1], u = v[2];
     if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || u < 1 || u > 16)
         return bn_fail(BITNET_E_INVALID,
-                       "bitlinear: mma tunables out of range for 2 to %d tokens (MMA_WM %ld warps: 32 work-items "
-                       "each, at most %zu; MMA_MT %ld: 1..16; MMA_U %ld: 1..16)",
+                       "bitlinear: mma tunables out of range for 2 to %d tokens (SK_W %ld warps: 32 work-items "
+                       "each, at most %zu; SK_T %ld: 1..16; SK_U %ld: 1..16)",
                        MMA_SKINNY_MAX, nw, caps->max_wg, mt, u);
     /* red[] of the warps' tiles, and the emulation's scratch */
     const uint64_t lbytes = (uint64_t)nw * (uint64_t)mt * 512 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)nw : 0);

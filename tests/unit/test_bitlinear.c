@@ -534,7 +534,7 @@ static void test_opencl_nv_emulated(void **state)
  * swizzle, several row tiles per warp, s8 decoding, more rows per work-group
  * than out, k parts over work-groups: 3, 17 and the host's; for
  * bl_mma_skinny 1 to 8 warps, 1 to 4 row tiles and 1 to 3 segments in
- * flight, k split over more warps than a row has segments), exactly
+ * flight, k split over more warps than a row has segments, s8), exactly
  * against the _ref. */
 typedef struct { uint64_t in, out, tokens; int row, host; } mshape; /* host: also through the host's choice */
 static const mshape mma_shapes[] = {
@@ -549,10 +549,14 @@ static const char *const mma_opts[] = {
     "-DMMA_WM=3 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4 -DMMA_ST=4",   /* 144 rows, 3 tiles a warp, rows swizzled */
     "-DMMA_WM=2 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk: 17 for in 4097 */
     "-DMMA_WM=1 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=8 -DMMA_ST=3 -DMMA_KP=3", /* 3 k parts, 16 units a row */
-    "-DMMA_WM=3 -DMMA_MT=3 -DMMA_U=2",                                   /* skinny: 3 warps, 3 tiles, 2 in flight */
-    "-DMMA_WM=1 -DMMA_MT=1 -DMMA_U=3 -DMMA_SIGNED=1",                    /* skinny: one warp, s8 */
+    "-DSK_W=3 -DSK_T=3 -DSK_U=2",                                        /* skinny: 3 warps, 3 tiles, 2 in flight */
+    "-DSK_W=1 -DSK_T=1 -DSK_U=3 -DMMA_SIGNED=1",                         /* skinny: one warp, s8 */
+    "-DSK_W=2 -DSK_T=2 -DSK_U=1",                                        /* skinny: 2 warps, 2 tiles */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
+#define NMMA_GEMM 5   /* bl_gemm_mma's option sets: 1 to 5 */
+#define NMMA_SKINNY 3 /* bl_mma_skinny's: 6 to 8 */
+_Static_assert(NMMAOPTS == 1 + NMMA_GEMM + NMMA_SKINNY, "mma_opts: the host's choice, then each kernel's sets");
 
 static void mma_env(const char *opts, int emulate)
 {
@@ -572,6 +576,7 @@ static void mma_env_clear(void)
 static int mma_sweep(bitnet_backend *be, int emulate)
 {
     int bad = 0, runs = 0;
+    size_t ngemm = 0, nskinny = 0;
     for (size_t s = 0; s < sizeof mma_shapes / sizeof mma_shapes[0]; s++) {
         const mshape *sh = &mma_shapes[s];
         rcase c;
@@ -584,8 +589,10 @@ static int mma_sweep(bitnet_backend *be, int emulate)
         ob_alloc(&ref, &c);
         ob_alloc(&got, &c);
         assert_int_equal(run_case(NULL, &c, v, &ref), BITNET_OK);
+        /* the option sets of the kernel the token count takes, in turn */
+        const size_t fixed = sh->tokens <= 8 ? NMMA_GEMM + 1 + (nskinny++) % NMMA_SKINNY : 1 + (ngemm++) % NMMA_GEMM;
         for (size_t n = 0; n < NMMAOPTS; n++) {
-            if (n == 0 ? !sh->host : n != 1 + s % (NMMAOPTS - 1)) continue;
+            if (n == 0 ? !sh->host : n != fixed) continue;
             mma_env(mma_opts[n], emulate);
             memset(got.y, 0xa5, c.tokens * c.out * sizeof(float));
             const bitnet_status st = run_case(be, &c, v, &got);
@@ -669,7 +676,7 @@ static void test_opencl_mma_emulated(void **state)
     /* tunables out of range: refused with a detail, nothing run */
     static const struct { const char *opts; uint64_t tokens; } badopts[] = {
         {"-DMMA_NT=12", 9}, {"-DMMA_KB=3", 9}, {"-DMMA_WM=0", 9}, {"-DMMA_ST=5", 9}, {"-DMMA_NT=1024 -DMMA_KB=256", 9},
-        {"-DMMA_WM=0", 8}, {"-DMMA_MT=17", 2}, {"-DMMA_U=0", 5}, {"-DMMA_WM=33", 8}, /* bl_mma_skinny */
+        {"-DSK_W=0", 8}, {"-DSK_T=17", 2}, {"-DSK_U=0", 5}, {"-DSK_W=33", 8}, /* bl_mma_skinny */
     };
     for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {
         rcase c;

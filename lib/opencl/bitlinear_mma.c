@@ -77,7 +77,7 @@
 
 #define MMA_MIN_TOKENS 2
 #define MMA_SKINNY_MAX 8 /* up to here bl_mma_skinny, beyond bl_gemm_mma */
-#define SK_DEF_W 8 /* bl_mma_skinny's tunables: kernels/bitlinear.cl has the same defaults */
+#define SK_DEF_W 8 /* bl_mma_skinny's tunables (sk_opts): kernels/bitlinear.cl has the same defaults */
 #define SK_DEF_T 4
 #define SK_DEF_U 1
 #define MMA_MAX_NT 32
@@ -124,17 +124,44 @@ static void mma_defaults(mma_geom *gm, uint64_t tokens)
     *gm = (mma_geom){.wm = 4, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 2, .st = 2, .kp = 0};
 }
 
-static const struct {
+typedef struct {
     const char *name;
-    size_t off;
+    size_t off;    /* of its long in the geometry struct */
     int host_only; /* read from BITNET_MMA_OPTS, never on the build line */
-} mma_opts[] = {
+} mma_tunable;
+static const mma_tunable mma_opts[] = {
     {"MMA_WM", offsetof(mma_geom, wm), 0}, {"MMA_MT", offsetof(mma_geom, mt), 0},
     {"MMA_NT", offsetof(mma_geom, nt), 0}, {"MMA_KB", offsetof(mma_geom, kb), 0},
     {"MMA_ST", offsetof(mma_geom, st), 0},
     {"MMA_KP", offsetof(mma_geom, kp), 1},
 };
 #define N_MMA_OPTS (sizeof mma_opts / sizeof mma_opts[0])
+
+/* bl_mma_skinny's tunables (SK_DEF_* defaults, as in the kernel) */
+typedef struct {
+    long w, t, u;
+} sk_geom;
+static const mma_tunable sk_opts[] = {
+    {"SK_W", offsetof(sk_geom, w), 0}, {"SK_T", offsetof(sk_geom, t), 0}, {"SK_U", offsetof(sk_geom, u), 0}};
+#define N_SK_OPTS (sizeof sk_opts / sizeof sk_opts[0])
+
+/* The build line of a tensor-core kernel into opts: each tunable of tab (a
+ * long at its offset in geom, holding the default) is replaced by the value
+ * BITNET_MMA_OPTS (eopts) names, else put on the line; eopts follows. */
+static bitnet_status mma_build_opts(char *opts, size_t size, int emulate, const char *eopts, const mma_tunable *tab,
+                                    size_t n, void *geom)
+{
+    int len = snprintf(opts, size, "-cl-fp32-correctly-rounded-divide-sqrt%s", emulate ? " -DMMA_EMULATE" : "");
+    for (size_t i = 0; i < n && len >= 0 && (size_t)len < size; i++) {
+        long *v = (long *)((char *)geom + tab[i].off);
+        int found = 0;
+        *v = bn_ocl_opt_value(eopts, tab[i].name, *v, &found);
+        if (!found && !tab[i].host_only) len += snprintf(opts + len, size - (size_t)len, " -D%s=%ld", tab[i].name, *v);
+    }
+    if (len >= 0 && (size_t)len < size) len += snprintf(opts + len, size - (size_t)len, " %s", eopts);
+    if (len < 0 || (size_t)len >= size) return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_MMA_OPTS too long");
+    return BITNET_OK;
+}
 
 /* k parts: none where the work-groups of one part already give every
  * compute unit one, else enough for MMA_FILL per compute unit; each part at
@@ -161,28 +188,17 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
 }
 
 /* bl_mma_skinny, 2 to MMA_SKINNY_MAX tokens: 16 * SK_T rows a work-group,
- * its SK_W warps splitting k, SK_U segments per warp in flight; the
- * tunables from BITNET_MMA_OPTS where it names them, else SK_DEF_*. */
+ * its SK_W warps splitting k, SK_U segments per warp in flight. */
 static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                 cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
                                 size_t xstride, const char *eopts, int emulate)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
-    static const struct {
-        const char *name;
-        long def;
-    } names[3] = {{"SK_W", SK_DEF_W}, {"SK_T", SK_DEF_T}, {"SK_U", SK_DEF_U}};
-    long v[3];
+    sk_geom g = {SK_DEF_W, SK_DEF_T, SK_DEF_U};
     char opts[768];
-    int len = snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt%s", emulate ? " -DMMA_EMULATE" : "");
-    for (int i = 0; i < 3 && len >= 0 && (size_t)len < sizeof opts; i++) {
-        int found = 0;
-        v[i] = bn_ocl_opt_value(eopts, names[i].name, names[i].def, &found);
-        if (!found) len += snprintf(opts + len, sizeof opts - (size_t)len, " -D%s=%ld", names[i].name, v[i]);
-    }
-    if (len >= 0 && (size_t)len < sizeof opts) len += snprintf(opts + len, sizeof opts - (size_t)len, " %s", eopts);
-    if (len < 0 || (size_t)len >= sizeof opts) return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_MMA_OPTS too long");
-    const long nw = v[0], mt = v[1], u = v[2];
+    bitnet_status st = mma_build_opts(opts, sizeof opts, emulate, eopts, sk_opts, N_SK_OPTS, &g);
+    if (st) return st;
+    const long nw = g.w, mt = g.t, u = g.u;
     if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || u < 1 || u > 16)
         return bn_fail(BITNET_E_INVALID,
                        "bitlinear: mma tunables out of range for 2 to %d tokens (SK_W %ld warps: 32 work-items "
@@ -196,8 +212,7 @@ static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const
     const uint64_t rows = 16 * (uint64_t)mt, groups = (w->out + rows - 1) / rows;
     if (groups > SIZE_MAX / 32) return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
     cl_kernel k;
-    bitnet_status st = bn_ocl_kernel(o, "bitlinear", "bl_mma_skinny", opts, &k);
-    if (st) return st;
+    if ((st = bn_ocl_kernel(o, "bitlinear", "bl_mma_skinny", opts, &k))) return st;
     const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
     const cl_ulong c_out = w->out, c_tok = io->tokens, c_nblocks = nblocks, c_xstride = xstride;
     const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
@@ -225,16 +240,8 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
 
     /* the tunables: BITNET_MMA_OPTS where it names them, else ours on the command line */
     char opts[768];
-    int len = snprintf(opts, sizeof opts, "-cl-fp32-correctly-rounded-divide-sqrt%s", emulate ? " -DMMA_EMULATE" : "");
-    for (size_t i = 0; i < N_MMA_OPTS && len >= 0 && (size_t)len < sizeof opts; i++) {
-        long *v = (long *)((char *)&gm + mma_opts[i].off);
-        int found = 0;
-        *v = bn_ocl_opt_value(eopts, mma_opts[i].name, *v, &found);
-        if (!found && !mma_opts[i].host_only)
-            len += snprintf(opts + len, sizeof opts - (size_t)len, " -D%s=%ld", mma_opts[i].name, *v);
-    }
-    if (len >= 0 && (size_t)len < sizeof opts) len += snprintf(opts + len, sizeof opts - (size_t)len, " %s", eopts);
-    if (len < 0 || (size_t)len >= sizeof opts) return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_MMA_OPTS too long");
+    bitnet_status st = mma_build_opts(opts, sizeof opts, emulate, eopts, mma_opts, N_MMA_OPTS, &gm);
+    if (st) return st;
 
     const long nw = gm.wm;
     if (gm.nt < 8 || gm.nt % 8 || gm.nt > 1024 || gm.kb < 2 || gm.kb % 2 || gm.kb > 256 || gm.wm < 1 || gm.wm > 32 ||
@@ -266,8 +273,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
         return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
 
     cl_kernel k, ks = NULL;
-    bitnet_status st = bn_ocl_kernel(o, "bitlinear", "bl_gemm_mma", opts, &k);
-    if (st) return st;
+    if ((st = bn_ocl_kernel(o, "bitlinear", "bl_gemm_mma", opts, &k))) return st;
     if (kp > 1 && (st = bn_ocl_kernel(o, "bitlinear", "bl_mma_sum", opts, &ks))) return st;
     bn_ocl_arg ap = {0};
     if (kp > 1 && (st = bn_ocl_scratch(o, (size_t)(kp * plane) * sizeof(cl_int), &ap))) return st;

@@ -187,15 +187,18 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
  * host's per-token sums of the activations are taken off: sum (c - 1) x =
  * sum c x - sum x; MMA_SIGNED=1 decodes to -1..1 (s8) instead.
  *
- * Weights and activations stream through local memory in chunks of MMA_KB
- * blocks, MMA_ST chunks in flight: cp.async copies global memory to local
- * memory without registers, the work-group waits for the oldest chunk,
- * issues the copy of the chunk MMA_ST - 1 ahead into the stage it has just
- * finished with, and computes (one barrier a chunk).  Local positions are
- * XOR-swizzled in 16-byte units so that the 8 lanes of each quarter-warp's
- * 16-byte loads hit different banks: a row's codes flip bit 2 on odd rows
- * (where a row's units are a multiple of 8), a token's activations flip bit
- * 1 in odd blocks and bit 2 on odd tokens.
+ * Each warp loads its rows' codes from global memory straight into
+ * registers (lane (g, t): 16 bytes t of rows g and g + 8 of each tile), the
+ * next super-block's while it computes this one, and decodes each A
+ * fragment once for all MMA_NT tokens.  The activations, which every warp
+ * reads, stream through local memory in chunks of MMA_KB blocks, MMA_ST
+ * chunks in flight: cp.async copies global memory to local memory without
+ * registers, the work-group waits for the oldest chunk, issues the copy of
+ * the chunk MMA_ST - 1 ahead into the stage it has just finished with, and
+ * computes (one barrier a chunk).  Local positions are XOR-swizzled in
+ * 16-byte units so that the 8 lanes of each quarter-warp's 16-byte loads
+ * hit different banks: a token's activations flip bit 1 in odd blocks and
+ * bit 2 on odd tokens.
  *
  * Tunables (-D; the host passes BITNET_MMA_OPTS):
  *   MMA_WM  warps of a work-group, along the rows   MMA_MT  16-row tiles per warp
@@ -238,14 +241,14 @@ __kernel void bl_group(__global const uchar *w, __global const char *x, __global
 #define MMA_NTT (MMA_NT / 8)
 #define MMA_MR (16 * MMA_MT * MMA_WM)
 #define MMA_NSC (MMA_KB / 2)                   /* super-blocks a chunk */
-#define MMA_WU (MMA_NSC * 4)                   /* 16-byte units of a row's codes a chunk */
-#define MMA_XU (MMA_NSC * 16)                  /* units of a token's activations a chunk */
-#define MMA_WSW (MMA_WU % 8 == 0 ? 4 : 0)      /* odd rows' swizzle */
-#define MMA_SW (MMA_MR * MMA_WU)               /* units of a stage: codes, then */
-#define MMA_SU (MMA_SW + MMA_NT * MMA_XU)      /* activations */
+#define MMA_XU (MMA_NSC * 16)                  /* 16-byte units of a token's activations a chunk */
+#define MMA_SU (MMA_NT * MMA_XU)               /* units of a stage */
 #define MMA_CPT ((MMA_SU + 32 * MMA_WM - 1) / (32 * MMA_WM)) /* copies per work-item a chunk */
 #define MMA_CS (MMA_MR + 4)                    /* ints a token of the sums (epilogue) */
-#define MMA_LU (MMA_ST * MMA_SU > (MMA_NT * MMA_CS + 3) / 4 ? MMA_ST * MMA_SU : (MMA_NT * MMA_CS + 3) / 4)
+/* token tiles of the sums a round of the epilogue: as many as the stages hold, at least one */
+#define MMA_EJ0 ((MMA_ST * MMA_SU * 4) / (8 * MMA_CS))
+#define MMA_EJ (MMA_EJ0 < 1 ? 1 : MMA_EJ0 > MMA_NTT ? MMA_NTT : MMA_EJ0)
+#define MMA_LU (MMA_ST * MMA_SU > (8 * MMA_EJ * MMA_CS + 3) / 4 ? MMA_ST * MMA_SU : (8 * MMA_EJ * MMA_CS + 3) / 4)
 /* Loops over tiles unrolled on NVIDIA (the accumulators stay in registers);
  * never under emulation, where every unrolled mma is a barrier region and
  * the build of the program takes minutes. */
@@ -346,36 +349,32 @@ inline int bl_mma_dec(uint w, int s)
 #endif
 }
 
-/* Positions (16-byte units) in a stage: unit q of row r's codes, unit u of
- * token n's activations (see the swizzles above). */
-#define MMA_WPOS(r, q) ((r)*MMA_WU + ((q) ^ (((r)&1) * MMA_WSW)))
-#define MMA_XPOS(n, u) (MMA_SW + (n)*MMA_XU + ((u) ^ ((((u) >> 3) & 1) << 1) ^ (((n)&1) << 2)))
+/* Position (16-byte units) of unit u of token n's activations in a stage
+ * (see the swizzle above). */
+#define MMA_XPOS(n, u) ((n)*MMA_XU + ((u) ^ ((((u) >> 3) & 1) << 1) ^ (((n)&1) << 2)))
 
-/* The copies of chunk c0 (super-blocks c0..) into stage st: codes of the
- * work-group's rows, then the activations of its tokens; rows past out,
- * tokens past the count and blocks past the row are zeros. */
+/* The copies of chunk c0 (super-blocks c0..) into stage st: the activations
+ * of the work-group's tokens; tokens past the count and blocks past the row
+ * are zeros.  Copy i_ of a work-item is unit u_ of token n_ (xo_[i_]: its
+ * offset in x at chunk 0, or -1 past the tokens), at c0 * 256 bytes on. */
 #define MMA_COPY(st, c0)                                                                                     \
     MMA_UNROLL for (int i_ = 0; i_ < MMA_CPT; i_++) {                                                         \
         const int j_ = lid + i_ * 32 * MMA_WM;                                                                \
         if (j_ < MMA_SU) {                                                                                    \
-            __global const uchar *src_;                                                                       \
-            int live_;                                                                                        \
-            __local uint4 *dst_;                                                                              \
-            if (j_ < MMA_SW) {                                                                                \
-                const int r_ = j_ / MMA_WU, q_ = j_ % MMA_WU;                                                 \
-                const bn_size row_ = rg + (bn_size)r_, blk_ = (c0)*2 + (bn_size)(q_ >> 1);                     \
-                live_ = row_ < out && blk_ < nblocks;                                                         \
-                src_ = (__global const uchar *)(w + (live_ ? row_ * wrow + (c0)*4 + (bn_size)q_ : 0));        \
-                dst_ = stg + (st)*MMA_SU + MMA_WPOS(r_, q_);                                                  \
-            } else {                                                                                          \
-                const int n_ = (j_ - MMA_SW) / MMA_XU, u_ = (j_ - MMA_SW) % MMA_XU;                           \
-                const bn_size tok_ = t0 + (bn_size)n_, blk_ = (c0)*2 + (bn_size)(u_ >> 3);                     \
-                live_ = tok_ < tokens && blk_ < nblocks;                                                      \
-                src_ = x + (live_ ? tok_ * xstride + blk_ * 128 + (bn_size)((u_ & 7) * 16) : 0);               \
-                dst_ = stg + (st)*MMA_SU + MMA_XPOS(n_, u_);                                                  \
-            }                                                                                                 \
-            bl_cp16(dst_, src_, live_);                                                                       \
+            const int n_ = j_ / MMA_XU, u_ = j_ % MMA_XU;                                                     \
+            const int live_ = xo_[i_] >= 0 && (c0)*2 + (bn_size)(u_ >> 3) < nblocks;                          \
+            bl_cp16(stg + (st)*MMA_SU + MMA_XPOS(n_, u_), x + (live_ ? xo_[i_] + (long)(c0)*256 : 0), live_); \
         }                                                                                                     \
+    }
+
+/* The codes of super-block k_ for the warp's tiles into cv (rows g and
+ * g + 8 of each tile, 16 bytes t, from wo_[m][h]: the offset of the row's
+ * first, or -1 past out); zeros past the part or the row. */
+#define MMA_CODES(cv, k_)                                                                                    \
+    MMA_UNROLL for (int m_ = 0; m_ < MMA_MT; m_++) {                                                          \
+        const int ok_ = (k_) < cend && (k_)*2 + (bn_size)(t >> 1) < nblocks;                                 \
+        cv[m_][0] = ok_ && wo_[m_][0] >= 0 ? w[wo_[m_][0] + (long)(k_)*4] : (uint4)(0);                       \
+        cv[m_][1] = ok_ && wo_[m_][1] >= 0 ? w[wo_[m_][1] + (long)(k_)*4] : (uint4)(0);                       \
     }
 
 /* Super-block of chunk i of the part */
@@ -402,12 +401,26 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
      * their rows' codes through L2 */
     for (bn_size rt = get_group_id(2); rt < nrt; rt += get_num_groups(2))
     for (bn_size t0 = get_group_id(0) * (bn_size)MMA_NT; t0 < tokens; t0 += get_num_groups(0) * (bn_size)MMA_NT) {
-        const bn_size rg = rt * (bn_size)MMA_MR; /* the work-group's first row */
+        const bn_size rg = rt * (bn_size)MMA_MR;           /* the work-group's first row */
+        const bn_size rw = rg + (bn_size)(wm * 16 * MMA_MT); /* the warp's */
         int4 acc[MMA_MT][MMA_NTT];
 MMA_UNROLL
         for (int m = 0; m < MMA_MT; m++)
 MMA_UNROLL
             for (int j = 0; j < MMA_NTT; j++) acc[m][j] = (int4)(p == 0 ? MMA_TEST_BIAS : 0);
+        long xo_[MMA_CPT], wo_[MMA_MT][2]; /* offsets of the copies and the code loads (MMA_COPY, MMA_CODES) */
+MMA_UNROLL
+        for (int i = 0; i < MMA_CPT; i++) {
+            const int j = lid + i * 32 * MMA_WM;
+            const bn_size tok = t0 + (bn_size)(j / MMA_XU);
+            xo_[i] = tok < tokens ? (long)(tok * xstride) + (long)((j % MMA_XU) * 16) : -1;
+        }
+MMA_UNROLL
+        for (int m = 0; m < MMA_MT; m++)
+            for (int h = 0; h < 2; h++) {
+                const bn_size r = rw + (bn_size)(16 * m + 8 * h + g);
+                wo_[m][h] = r < out ? (long)(r * wrow) + t : -1;
+            }
         barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with the stages */
         /* the first MMA_ST - 1 chunks in flight, one copy group each */
 MMA_UNROLL
@@ -417,6 +430,8 @@ MMA_UNROLL
             }
             BL_CP_COMMIT();
         }
+        uint4 cv[MMA_MT][2]; /* this super-block's codes; the next one's are loaded before it is used */
+        MMA_CODES(cv, cbeg)
         int st = 0; /* the stage of chunk i */
         for (bn_size i = 0; i < nch; i++) {
             BL_CP_WAIT(); /* this item's copies of chunk i have landed */
@@ -429,20 +444,14 @@ MMA_UNROLL
             __local const uint4 *sb = stg + st * MMA_SU;
 MMA_UNROLL
             for (int sc = 0; sc < MMA_NSC; sc++) {
-                uint4 wv[MMA_MT][2];
-MMA_UNROLL
-                for (int m = 0; m < MMA_MT; m++)
-MMA_UNROLL
-                    for (int h = 0; h < 2; h++) {
-                        const int r = wm * 16 * MMA_MT + 16 * m + 8 * h + g;
-                        wv[m][h] = sb[MMA_WPOS(r, sc * 4 + t)];
-                    }
+                uint4 cn[MMA_MT][2];
+                MMA_CODES(cn, MMA_CHUNK(i) + (bn_size)sc + 1)
 MMA_UNROLL
                 for (int s = 0; s < 4; s++) {
                     int4 a[MMA_MT][2];
 MMA_UNROLL
                     for (int m = 0; m < MMA_MT; m++) {
-                        const uint4 w0 = wv[m][0], w1 = wv[m][1];
+                        const uint4 w0 = cv[m][0], w1 = cv[m][1];
                         a[m][0] = (int4)(bl_mma_dec(w0.x, s), bl_mma_dec(w1.x, s), bl_mma_dec(w0.y, s),
                                          bl_mma_dec(w1.y, s));
                         a[m][1] = (int4)(bl_mma_dec(w0.z, s), bl_mma_dec(w1.z, s), bl_mma_dec(w0.w, s),
@@ -460,44 +469,53 @@ MMA_UNROLL
                         }
                     }
                 }
+MMA_UNROLL
+                for (int m = 0; m < MMA_MT; m++) {
+                    cv[m][0] = cn[m][0];
+                    cv[m][1] = cn[m][1];
+                }
             }
             st = st == MMA_ST - 1 ? 0 : st + 1;
         }
-        /* The sums through local memory (token-major, rows padded so that
-         * the lanes' stores fall on different banks), then one loop of
-         * stores along the rows: coalesced, and one copy of the epilogue's
-         * code where unrolled per tile it was the bulk of the kernel. */
-        barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the stages */
+        /* The sums through local memory, MMA_EJ token tiles a round
+         * (token-major, rows padded so that the lanes' stores fall on
+         * different banks), then one loop of stores along the rows:
+         * coalesced, and one copy of the epilogue's code where unrolled per
+         * tile it was the bulk of the kernel. */
         __local int *cs = (__local int *)stg;
 MMA_UNROLL
-        for (int m = 0; m < MMA_MT; m++)
+        for (int j0 = 0; j0 < MMA_NTT; j0 += MMA_EJ) {
+            barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the stages, or the last round */
 MMA_UNROLL
-            for (int j = 0; j < MMA_NTT; j++) {
-                const int4 c = acc[m][j];
-                __local int *q = cs + (8 * j + 2 * t) * MMA_CS + wm * 16 * MMA_MT + 16 * m + g;
-                q[0] = c.x;
-                q[MMA_CS] = c.y;
-                q[8] = c.z;
-                q[MMA_CS + 8] = c.w;
-            }
-        barrier(CLK_LOCAL_MEM_FENCE);
+            for (int m = 0; m < MMA_MT; m++)
+MMA_UNROLL
+                for (int j = j0; j < j0 + MMA_EJ && j < MMA_NTT; j++) {
+                    const int4 c = acc[m][j];
+                    __local int *q = cs + (8 * (j - j0) + 2 * t) * MMA_CS + wm * 16 * MMA_MT + 16 * m + g;
+                    q[0] = c.x;
+                    q[MMA_CS] = c.y;
+                    q[8] = c.z;
+                    q[MMA_CS + 8] = c.w;
+                }
+            barrier(CLK_LOCAL_MEM_FENCE);
 #pragma nounroll
-        for (int i = lid; i < MMA_MR * MMA_NT; i += 32 * MMA_WM) {
-            const int n = i / MMA_MR, r = i % MMA_MR;
-            const bn_size row = rg + (bn_size)r, tok = t0 + (bn_size)n;
-            if (row >= out || tok >= tokens) continue;
-            const int cv = cs[n * MMA_CS + r];
-            if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
-                part[(p * tokens + tok) * out + row] = cv;
-                continue;
-            }
+            for (int i = lid; i < MMA_MR * 8 * MMA_EJ; i += 32 * MMA_WM) {
+                const int n = i / MMA_MR, r = i % MMA_MR;
+                const bn_size row = rg + (bn_size)r, tok = t0 + (bn_size)(8 * j0 + n);
+                if (row >= out || tok >= tokens || 8 * j0 + n >= MMA_NT) continue;
+                const int cv2 = cs[n * MMA_CS + r];
+                if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
+                    part[(p * tokens + tok) * out + row] = cv2;
+                    continue;
+                }
 #if MMA_SIGNED
-            const int sum = cv;
+                const int sum = cv2;
 #else
-            const int sum = cv - xsum[tok];
+                const int sum = cv2 - xsum[tok];
 #endif
-            const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
-            bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+                const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
+                bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+            }
         }
     }
 }

@@ -58,6 +58,30 @@
  *   of bl_gemm_mma against 29.5 + 5.9 (bl_mma_sum) with the host's 2.  The
  *   time goes with the chunks a work-group walks, not with the work; why
  *   (at 0.7-3.5 us a chunk of 256 mma per work-group) is not known yet.
+ * - Codes straight from global memory into registers (the next
+ *   super-block's loaded while this one is computed), only the activations
+ *   staged, offsets of the loads and copies computed once a pass (H200,
+ *   2026-11-27, two rounds in one call against bcdad23, which staged the
+ *   codes through local memory too; kernel medians of the whole product):
+ *   16384x16384 16/64/512 tokens 53.2-56.2 / 96.5-97.4 / 516-517 us against
+ *   51.0-52.7 / 89.0 / 462; 4096x14336 29.5-31.8 / 42.5-42.8 / 139-140
+ *   against 29.9-35.2 / 39.5-39.9 / 125; 14336x4096 30.8-31.7 / 40.7-41.5 /
+ *   166 against 25.6-26.4 / 35.5-39.8 / 161; 4096x4096 21.2-21.7 /
+ *   28.9-31.4 / 59.0-59.1 against 24.3-25.0 (slower) / 25.8-30.3 / 56.6.
+ *   The same kernel with no code loads and no copies (registers and stages
+ *   left as they were) took 59 us at 64 tokens and 303 at 512 on
+ *   16384x16384, and with the mma replaced by integer adds it was slower
+ *   than with it: the loop's own instructions (decoding, local loads,
+ *   addresses), not the tensor cores or memory, take most of the time.
+ *   Other settings of it, same calls: 8 warps of 2 tiles were 4% faster at
+ *   512 tokens on 16384x16384 (443 us) and 12% at 64 tokens of 4096x14336
+ *   (35 us), slower elsewhere (14336x4096 at 64 tokens 48 us, 4096x4096 at
+ *   512 86 us); 4 warps of 4 tiles took 37 against 41 us at 64 tokens of
+ *   4096x14336 and were slower elsewhere; 2 warps of 4 tiles (255
+ *   registers), 16-token passes and 4 blocks a chunk were slower
+ *   everywhere; one 64-token pass at 64 tokens took 39 against 41 us on
+ *   4096x14336 but 99 against 92 on 16384x16384 and 61 against 37 on
+ *   14336x4096.
  * Tried and not kept: row tiles starting at different chunks (no change);
  * 6 or 12 k parts at 8 and 16 tokens (within noise).  Earlier, on the
  * kernel before (H200, 2026-11-26): k parts instead of a k split inside the
@@ -103,14 +127,16 @@ typedef struct {
 } mma_geom;
 
 /* Local memory of the kernel (bytes), as it declares it: MMA_ST stages of a
- * chunk's codes (16 bytes a row and block) and activations (128 a token and
- * block), or the tile's integer sums (rows + 4 a token) if more. */
+ * chunk's activations (128 bytes a token and block), or one round of the
+ * epilogue's integer sums if more (rows + 4 ints a token, as many 8-token
+ * tiles as the stages hold, at least one). */
 static uint64_t mma_local_bytes(const mma_geom *gm, int emulate)
 {
-    const uint64_t rows = (uint64_t)(16 * gm->mt * gm->wm);
-    const uint64_t stage = ((uint64_t)gm->kb / 2) * (rows * 64 + (uint64_t)gm->nt * 256);
-    const uint64_t sums = ((uint64_t)gm->nt * (rows + 4) + 3) / 4 * 16;
-    const uint64_t all = (uint64_t)gm->st * stage;
+    const uint64_t rows = (uint64_t)(16 * gm->mt * gm->wm), cs = rows + 4, ntt = (uint64_t)gm->nt / 8;
+    const uint64_t all = (uint64_t)gm->st * ((uint64_t)gm->kb / 2) * (uint64_t)gm->nt * 256;
+    uint64_t ej = all / (8 * cs * 4);
+    ej = ej < 1 ? 1 : ej > ntt ? ntt : ej;
+    const uint64_t sums = (8 * ej * cs + 3) / 4 * 16;
     return (all > sums ? all : sums) + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)gm->wm : 0);
 }
 

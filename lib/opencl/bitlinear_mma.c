@@ -81,7 +81,11 @@
  *   registers), 16-token passes and 4 blocks a chunk were slower
  *   everywhere; one 64-token pass at 64 tokens took 39 against 41 us on
  *   4096x14336 but 99 against 92 on 16384x16384 and 61 against 37 on
- *   14336x4096.
+ *   14336x4096.  In a later call (H200, same kernel, 16384x16384 at 64
+ *   tokens 81.5 us by default): 2 warps along k in a work-group, each
+ *   taking every other super-block of 4-block chunks (190 registers), 94 us;
+ *   2 k parts over work-groups 93 us (4096x14336 at 512 tokens 143 against
+ *   124).
  * Tried and not kept: row tiles starting at different chunks (no change);
  * 6 or 12 k parts at 8 and 16 tokens (within noise).  Earlier, on the
  * kernel before (H200, 2026-11-26): k parts instead of a k split inside the

@@ -545,8 +545,8 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
     bl_store(y, i, bl_scale(sum, per_row ? d[row] : d[0], xs[tok]), bias, has_bias, row, act, perturb);
 }
 
-/* bl_mma_skinny: 2 to 8 tokens (a pass of 8; more tokens loop) on the
- * tensor cores, the codes loaded from global memory straight into the A
+/* bl_mma_skinny: 2 to 16 tokens (a pass of 8 * SK_N; more tokens loop) on
+ * the tensor cores, the codes loaded from global memory straight into the A
  * fragments, the activations straight into the B fragments (L1), nothing
  * staged.  A work-group owns 16 * SK_T rows; its SK_W warps split each
  * row's 64-byte segments (two blocks) between them, warp q taking segments
@@ -558,7 +558,7 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
  * 2p, k = 16 + 4t + j byte j of word 2p + 1.  The B fragment of token g is
  * then the 8 activation bytes those two words meet, consecutive in the
  * row, so one 16-byte load serves both pairs of a shift and all SK_T
- * tiles.  Tunables (the host reads the same names and defaults:
+ * tiles, and each decoded A fragment serves the SK_N token tiles.  Tunables (the host reads the same names and defaults:
  * lib/opencl/bitlinear_mma.c): */
 #ifndef SK_W
 #define SK_W 8 /* warps of a work-group, splitting k */
@@ -568,6 +568,9 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 #endif
 #ifndef SK_U
 #define SK_U 1 /* segments per warp in flight */
+#endif
+#ifndef SK_N
+#define SK_N 1 /* 8-token tiles of a pass over the weights */
 #endif
 #ifdef MMA_EMULATE
 #define BL_SKSCRATCH __local int mscr_[32 * 6 * SK_W]
@@ -581,16 +584,20 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
                    const long perturb, __global const int *xsum)
 {
     BL_SKSCRATCH;
-    __local int red[SK_W * SK_T * 128];
+    __local int red[SK_W * SK_T * SK_N * 128];
     const int lane = get_local_id(0), wid = get_local_id(1), g = lane >> 2, t = lane & 3;
     const bn_size r0 = get_group_id(0) * 16 * SK_T;
     const bn_size nseg = (nblocks + 1) / 2, wrow = 2 * nblocks; /* segments, uint4s of a row */
     const bn_size steps = (nseg + SK_W * SK_U - 1) / (SK_W * SK_U);
-    for (bn_size t0 = 0; t0 < tokens; t0 += 8) {
-        const int tok_ok = t0 + (bn_size)g < tokens;
-        __global const uchar *xr = x + (tok_ok ? (t0 + (bn_size)g) * xstride : 0);
-        int4 c[SK_T];
-        MMA_UNROLL for (int m = 0; m < SK_T; m++) c[m] = (int4)(wid == 0 ? MMA_TEST_BIAS : 0);
+    for (bn_size t0 = 0; t0 < tokens; t0 += 8 * SK_N) {
+        int tok_ok[SK_N];
+        __global const uchar *xr[SK_N];
+        MMA_UNROLL for (int n = 0; n < SK_N; n++) {
+            tok_ok[n] = t0 + (bn_size)(8 * n + g) < tokens;
+            xr[n] = x + (tok_ok[n] ? (t0 + (bn_size)(8 * n + g)) * xstride : 0);
+        }
+        int4 c[SK_T][SK_N];
+        MMA_UNROLL for (int m = 0; m < SK_T; m++) MMA_UNROLL for (int n = 0; n < SK_N; n++) c[m][n] = (int4)(wid == 0 ? MMA_TEST_BIAS : 0);
         for (bn_size st = 0; st < steps; st++) {
             uint4 va[SK_T][SK_U], vb[SK_T][SK_U];
             MMA_UNROLL for (int m = 0; m < SK_T; m++) {
@@ -604,35 +611,40 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
             }
             for (int u = 0; u < SK_U; u++) {
                 const bn_size seg = (st * SK_U + (bn_size)u) * SK_W + (bn_size)wid;
-                const int ok = tok_ok && seg < nseg && seg * 2 + (bn_size)(t >> 1) < nblocks;
-                __global const uint *xp = (__global const uint *)(xr + (ok ? seg * 256 + (bn_size)((t >> 1) * 128 + (t & 1) * 16) : 0));
+                const int sok = seg < nseg && seg * 2 + (bn_size)(t >> 1) < nblocks;
+                const bn_size xo = sok ? seg * 256 + (bn_size)((t >> 1) * 128 + (t & 1) * 16) : 0;
                 MMA_UNROLL for (int sh = 0; sh < 4; sh++) {
-                    const uint4 xa = ok ? vload4(0, xp + 8 * sh) : (uint4)(0); /* the 16 activations at shift sh */
+                    uint4 xa[SK_N]; /* each tile's 16 activations at shift sh */
+                    MMA_UNROLL for (int n = 0; n < SK_N; n++)
+                        xa[n] = sok && tok_ok[n] ? vload4(0, (__global const uint *)(xr[n] + xo) + 8 * sh) : (uint4)(0);
                     MMA_UNROLL for (int m = 0; m < SK_T; m++) {
-                        c[m] = BL_MMA(((int4)(bl_mma_dec(va[m][u].x, sh), bl_mma_dec(vb[m][u].x, sh),
-                                              bl_mma_dec(va[m][u].y, sh), bl_mma_dec(vb[m][u].y, sh))),
-                                      ((int2)((int)xa.x, (int)xa.y)), c[m]);
-                        c[m] = BL_MMA(((int4)(bl_mma_dec(va[m][u].z, sh), bl_mma_dec(vb[m][u].z, sh),
-                                              bl_mma_dec(va[m][u].w, sh), bl_mma_dec(vb[m][u].w, sh))),
-                                      ((int2)((int)xa.z, (int)xa.w)), c[m]);
+                        const int4 a0 = (int4)(bl_mma_dec(va[m][u].x, sh), bl_mma_dec(vb[m][u].x, sh),
+                                               bl_mma_dec(va[m][u].y, sh), bl_mma_dec(vb[m][u].y, sh));
+                        const int4 a1 = (int4)(bl_mma_dec(va[m][u].z, sh), bl_mma_dec(vb[m][u].z, sh),
+                                               bl_mma_dec(va[m][u].w, sh), bl_mma_dec(vb[m][u].w, sh));
+                        MMA_UNROLL for (int n = 0; n < SK_N; n++) {
+                            c[m][n] = BL_MMA(a0, ((int2)((int)xa[n].x, (int)xa[n].y)), c[m][n]);
+                            c[m][n] = BL_MMA(a1, ((int2)((int)xa[n].z, (int)xa[n].w)), c[m][n]);
+                        }
                     }
                 }
             }
         }
-        MMA_UNROLL for (int m = 0; m < SK_T; m++) {
-            __local int *rp = red + (wid * SK_T + m) * 128 + lane * 4;
-            rp[0] = c[m].x;
-            rp[1] = c[m].y;
-            rp[2] = c[m].z;
-            rp[3] = c[m].w;
+        MMA_UNROLL for (int m = 0; m < SK_T; m++) MMA_UNROLL for (int n = 0; n < SK_N; n++) {
+            __local int *rp = red + ((wid * SK_T + m) * SK_N + n) * 128 + lane * 4;
+            rp[0] = c[m][n].x;
+            rp[1] = c[m][n].y;
+            rp[2] = c[m][n].z;
+            rp[3] = c[m][n].w;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
-        /* warp q adds up tiles m = q, q + SK_W, ... */
-        for (int m = wid; m < SK_T; m += SK_W)
+        /* warp q adds up tiles mn = q, q + SK_W, ... (row tile mn / SK_N, token tile mn % SK_N) */
+        for (int mn = wid; mn < SK_T * SK_N; mn += SK_W)
             for (int i = 0; i < 4; i++) {
+                const int m = mn / SK_N, n = mn % SK_N;
                 int sum = 0;
-                for (int q = 0; q < SK_W; q++) sum += red[(q * SK_T + m) * 128 + lane * 4 + i];
-                const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1)), tok = t0 + (bn_size)(2 * t + (i & 1));
+                for (int q = 0; q < SK_W; q++) sum += red[(q * SK_T * SK_N + mn) * 128 + lane * 4 + i];
+                const bn_size row = r0 + (bn_size)(16 * m + g + 8 * (i >> 1)), tok = t0 + (bn_size)(8 * n + 2 * t + (i & 1));
                 if (row < out && tok < tokens) {
 #if !MMA_SIGNED
                     sum -= xsum[tok];

@@ -6,10 +6,11 @@
  * per-token sums.  The mma is emulated in plain OpenCL C on other devices
  * (tests).
  *
- * 2 to 8 tokens: bl_mma_skinny, codes and activations loaded straight into
- * the fragments, 16 * SK_T rows a work-group, SK_W warps splitting k, SK_U
- * segments per warp in flight (defaults SK_DEF_* below, as in the kernel;
- * BITNET_MMA_OPTS may name them).
+ * 2 to 8 tokens (16 where the rows are narrow: MMA_SKINNY_* below):
+ * bl_mma_skinny, codes and activations loaded straight into the fragments,
+ * 16 * SK_T rows a work-group, SK_W warps splitting k, SK_U segments per
+ * warp in flight, SK_N token tiles a pass (defaults SK_DEF_* below, as in
+ * the kernel; BITNET_MMA_OPTS may name them).
  * H200, 2026-11-27, kernel time of the whole product (q_acts_rows
  * included), weights kept, two rounds, before (2 to 7 tokens bl_gemv_nv3,
  * 8 bl_gemm_mma) / after, us:
@@ -24,7 +25,7 @@
  * again), 2 tiles 72-83 us, 4 warps with 4 tiles 47-55 us.  One token
  * stays on the GEMV (bl_gemv_nv4, 32-34 us on 16384x16384).
  *
- * More than 8 tokens: bl_gemm_mma.
+ * More tokens: bl_gemm_mma.
  *
  * Launch geometry comes from the kernel's tunables, chosen here from the
  * shape unless BITNET_MMA_OPTS names them (see bitlinear.c for the env vars):
@@ -104,7 +105,21 @@
 #include <string.h>
 
 #define MMA_MIN_TOKENS 2
-#define MMA_SKINNY_MAX 8 /* up to here bl_mma_skinny, beyond bl_gemm_mma */
+/* bl_mma_skinny up to MMA_SKINNY_MAX tokens, and up to MMA_SKINNY_WIDE where
+ * the rows have at most MMA_SKINNY_IN columns (several token tiles a pass);
+ * beyond, bl_gemm_mma.  H200, 2026-11-27, two rounds in one call, kernel
+ * time of the whole product at 9 / 12 / 16 tokens, bl_gemm_mma against
+ * bl_mma_skinny (us): 14336x4096 30.6-31.8 / 30.6-31.1 / 31.5-32.3 against
+ * 23.2-25.5 / 25.7-26.6 / 27.3-28.4; 4096x4096 25.8-26.5 / 24.9-25.4 /
+ * 21.4-25.6 against 18.0-20.8 / 18.0-21.0 / 18.6-21.5; but 16384x16384
+ * 52.4-55.9 / 50.2-51.1 / 51.9-57.8 against 48.3-49.6 / 52.7-53.1 /
+ * 61.1-62.0 and 4096x14336 29.2-29.8 / 26.8-31.3 / 28.0-34.2 against
+ * 27.8-31.2 / 30.8-36.4 / 35.2-38.8 (no width between 4096 and 14336 was
+ * measured).  Other settings at 9 to 16 tokens (2 row tiles, 4 warps, 8
+ * tiles of 4 warps, 2 segments in flight) were slower or equal. */
+#define MMA_SKINNY_MAX 8
+#define MMA_SKINNY_WIDE 16
+#define MMA_SKINNY_IN 8192
 #define SK_DEF_W 8 /* bl_mma_skinny's tunables (sk_opts): kernels/bitlinear.cl has the same defaults */
 #define SK_DEF_T 4
 #define SK_DEF_U 1
@@ -169,10 +184,11 @@ static const mma_tunable mma_opts[] = {
 
 /* bl_mma_skinny's tunables (SK_DEF_* defaults, as in the kernel) */
 typedef struct {
-    long w, t, u;
+    long w, t, u, n;
 } sk_geom;
 static const mma_tunable sk_opts[] = {
-    {"SK_W", offsetof(sk_geom, w), 0}, {"SK_T", offsetof(sk_geom, t), 0}, {"SK_U", offsetof(sk_geom, u), 0}};
+    {"SK_W", offsetof(sk_geom, w), 0}, {"SK_T", offsetof(sk_geom, t), 0}, {"SK_U", offsetof(sk_geom, u), 0},
+    {"SK_N", offsetof(sk_geom, n), 0}};
 #define N_SK_OPTS (sizeof sk_opts / sizeof sk_opts[0])
 
 /* The build line of a tensor-core kernel into opts: each tunable of tab (a
@@ -217,25 +233,29 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
     return kp ? kp : 1;
 }
 
-/* bl_mma_skinny, 2 to MMA_SKINNY_MAX tokens: 16 * SK_T rows a work-group,
- * its SK_W warps splitting k, SK_U segments per warp in flight. */
+/* bl_mma_skinny, 2 to MMA_SKINNY_WIDE tokens: 16 * SK_T rows a work-group,
+ * its SK_W warps splitting k, SK_U segments per warp in flight, SK_N
+ * 8-token tiles a pass over the weights (default: all the tokens in one). */
 static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                 cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
                                 size_t xstride, const char *eopts, int emulate)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
-    sk_geom g = {SK_DEF_W, SK_DEF_T, SK_DEF_U};
+    /* one pass over the weights: as many 8-token tiles as the tokens need */
+    sk_geom g = {SK_DEF_W, SK_DEF_T, SK_DEF_U, (long)((io->tokens + 7) / 8)};
     char opts[768];
     bitnet_status st = mma_build_opts(opts, sizeof opts, emulate, eopts, sk_opts, N_SK_OPTS, &g);
     if (st) return st;
-    const long nw = g.w, mt = g.t, u = g.u;
-    if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || u < 1 || u > 16)
+    const long nw = g.w, mt = g.t, u = g.u, nt = g.n;
+    if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || u < 1 ||
+        u > 16 || nt < 1 || nt > 4)
         return bn_fail(BITNET_E_INVALID,
                        "bitlinear: mma tunables out of range for 2 to %d tokens (SK_W %ld warps: 32 work-items "
-                       "each, at most %zu; SK_T %ld: 1..16; SK_U %ld: 1..16)",
-                       MMA_SKINNY_MAX, nw, caps->max_wg, mt, u);
+                       "each, at most %zu; SK_T %ld: 1..16; SK_U %ld: 1..16; SK_N %ld: 1..4)",
+                       MMA_SKINNY_WIDE, nw, caps->max_wg, mt, u, nt);
     /* red[] of the warps' tiles, and the emulation's scratch */
-    const uint64_t lbytes = (uint64_t)nw * (uint64_t)mt * 512 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)nw : 0);
+    const uint64_t lbytes =
+        (uint64_t)nw * (uint64_t)mt * (uint64_t)nt * 512 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)nw : 0);
     if (caps->local_mem && lbytes > caps->local_mem)
         return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
                        (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
@@ -263,7 +283,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     const int emulate = !caps->is_nvidia || bn_ocl_env_on("BITNET_MMA_EMULATE");
     const char *eopts = getenv("BITNET_MMA_OPTS");
     if (!eopts) eopts = "";
-    if (io->tokens <= MMA_SKINNY_MAX)
+    if (io->tokens <= MMA_SKINNY_MAX || (io->tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN))
         return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride, eopts, emulate);
     mma_geom gm;
     mma_defaults(&gm, io->tokens);

@@ -527,21 +527,24 @@ static void test_opencl_nv_emulated(void **state)
  * BITNET_MMA_OPTS sets their tunables.  Shapes with every awkward in (3: one
  * half super-block; 255: one odd block; 4097: 33 blocks, several chunks),
  * out (1, 5, 17: rows past out in a tile; 64; 1000: many work-groups) and
- * tokens (2, 3, 7, 8: bl_mma_skinny; 9, 17, 64, 513: passes and tokens past
- * the count), tensor and row
+ * tokens (2, 3, 7, 8, and 9, 16 with in up to 8192: bl_mma_skinny; 12 with in
+ * 8193, 17, 64, 513: bl_gemm_mma; passes and tokens past the count), tensor and row
  * scales, through the tunables the host picks and through fixed ones (2, 3
- * and 4 stages, chunks of 1 to 4 super-blocks with and without the rows'
- * swizzle, several row tiles per warp, s8 decoding, more rows per work-group
- * than out, k parts over work-groups: 3, 17 and the host's; for
- * bl_mma_skinny 1 to 8 warps, 1 to 4 row tiles and 1 to 3 segments in
- * flight, k split over more warps than a row has segments, s8), exactly
- * against the _ref. */
+ * and 4 stages, chunks of 1 to 4 super-blocks, several row tiles per warp,
+ * s8 decoding, more rows per work-group than out, k parts over work-groups:
+ * 3, 17 and the host's; for bl_mma_skinny 1 to 8 warps, 1 to 4 row tiles,
+ * 1 to 3 segments in flight and 1 to 3 token tiles a pass, k split over
+ * more warps than a row has segments, s8), exactly against the _ref. */
 typedef struct { uint64_t in, out, tokens; int row, host; } mshape; /* host: also through the host's choice */
 static const mshape mma_shapes[] = {
     {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 1},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
     {4097, 64, 8, 1, 0}, {255, 1, 17, 0, 0}, {128, 1000, 64, 0, 1}, {4097, 17, 9, 1, 0}, {255, 17, 513, 1, 1},
     {255, 17, 2, 1, 1},  {4097, 100, 3, 0, 1}, {17, 65, 7, 1, 0},    {1000, 33, 5, 0, 0}, {3, 70, 6, 1, 0},
+    {8193, 5, 12, 0, 1}, {1000, 20, 16, 1, 0},
 };
+/* the kernel bitlinear_mma.c picks: bl_mma_skinny up to 8 tokens, and up to
+ * 16 where a row has at most 8192 columns */
+static int takes_skinny(const mshape *sh) { return sh->tokens <= 8 || (sh->tokens <= 16 && sh->in <= 8192); }
 static const char *const mma_opts[] = {
     "", /* the host's choice from the shape */
     "-DMMA_WM=2 -DMMA_MT=2 -DMMA_NT=8 -DMMA_KB=2 -DMMA_ST=3",                  /* 3 stages */
@@ -551,7 +554,7 @@ static const char *const mma_opts[] = {
     "-DMMA_WM=1 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=8 -DMMA_ST=3 -DMMA_KP=3", /* 3 k parts, 16 units a row */
     "-DSK_W=3 -DSK_T=3 -DSK_U=2",                                        /* skinny: 3 warps, 3 tiles, 2 in flight */
     "-DSK_W=1 -DSK_T=1 -DSK_U=3 -DMMA_SIGNED=1",                         /* skinny: one warp, s8 */
-    "-DSK_W=2 -DSK_T=2 -DSK_U=1",                                        /* skinny: 2 warps, 2 tiles */
+    "-DSK_W=2 -DSK_T=2 -DSK_U=1 -DSK_N=3",                               /* skinny: 2 warps, 2 tiles, 24 tokens a pass */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
 #define NMMA_GEMM 5   /* bl_gemm_mma's option sets: 1 to 5 */
@@ -590,7 +593,7 @@ static int mma_sweep(bitnet_backend *be, int emulate)
         ob_alloc(&got, &c);
         assert_int_equal(run_case(NULL, &c, v, &ref), BITNET_OK);
         /* the option sets of the kernel the token count takes, in turn */
-        const size_t fixed = sh->tokens <= 8 ? NMMA_GEMM + 1 + (nskinny++) % NMMA_SKINNY : 1 + (ngemm++) % NMMA_GEMM;
+        const size_t fixed = takes_skinny(sh) ? NMMA_GEMM + 1 + (nskinny++) % NMMA_SKINNY : 1 + (ngemm++) % NMMA_GEMM;
         for (size_t n = 0; n < NMMAOPTS; n++) {
             if (n == 0 ? !sh->host : n != fixed) continue;
             mma_env(mma_opts[n], emulate);
@@ -665,7 +668,8 @@ static void test_opencl_mma_emulated(void **state)
      * sum at 7, so with d = s = 1 every output is off by exactly 7. */
     assert_true(mma_hook_diff(be, 8, BITNET_SCALE_TENSOR, NULL, NULL) == 7.0f);  /* bl_mma_skinny */
     assert_true(mma_hook_diff(be, 2, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);
-    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);     /* bl_gemm_mma */
+    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);     /* two token tiles */
+    assert_true(mma_hook_diff(be, 17, BITNET_SCALE_ROW, NULL, NULL) == 7.0f);    /* bl_gemm_mma */
     assert_true(mma_hook_diff(be, 1, BITNET_SCALE_TENSOR, NULL, NULL) == 0.0f);  /* one token: the GEMV */
     assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, "8", NULL) == 0.0f);   /* BITNET_MMA_MIN_TOKENS */
     assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, "3", NULL) == 7.0f);
@@ -675,8 +679,8 @@ static void test_opencl_mma_emulated(void **state)
 
     /* tunables out of range: refused with a detail, nothing run */
     static const struct { const char *opts; uint64_t tokens; } badopts[] = {
-        {"-DMMA_NT=12", 9}, {"-DMMA_KB=3", 9}, {"-DMMA_WM=0", 9}, {"-DMMA_ST=5", 9}, {"-DMMA_NT=1024 -DMMA_KB=256", 9},
-        {"-DSK_W=0", 8}, {"-DSK_T=17", 2}, {"-DSK_U=0", 5}, {"-DSK_W=33", 8}, /* bl_mma_skinny */
+        {"-DMMA_NT=12", 17}, {"-DMMA_KB=3", 17}, {"-DMMA_WM=0", 17}, {"-DMMA_ST=5", 17}, {"-DMMA_NT=1024 -DMMA_KB=256", 17},
+        {"-DSK_W=0", 8}, {"-DSK_T=17", 2}, {"-DSK_U=0", 5}, {"-DSK_W=33", 8}, {"-DSK_N=5", 12}, {"-DSK_N=0", 3}, /* bl_mma_skinny */
     };
     for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {
         rcase c;

@@ -116,8 +116,10 @@ int tool_parse(int argc, char **argv, void **table, const tool_std_args *std, co
         n++;
     }
     int nerr = arg_parse(argc, argv, table);
+    /* an error code means ARG_EMALLOC only where arg_end itself reported it:
+     * each argument type numbers its own errors (arg_lit's "too many" is 2 too) */
     for (int i = 0; i < end->count; i++)
-        if (end->error[i] == ARG_EMALLOC) {
+        if (end->parent[i] == end && end->error[i] == ARG_EMALLOC) {
             msg_err("out of memory");
             return EXIT_FAIL;
         }

@@ -1,9 +1,11 @@
 #!/bin/sh
 # test_common.sh - what every bitnet-* tool must do the same way: --help on
 # stdout with status 0 naming the tool, --version with status 0, an unknown
-# flag as a usage error (status 2) with a message prefixed by the tool name.
+# flag and a flag given twice as usage errors (status 2) with a message
+# prefixed by the tool name.
 . "$(dirname "$0")/lib.sh"
 
+not_in() { ! grep -q "$1" "$2"; }
 found=0
 for tool in "$BIN"/bitnet-*; do
     [ -x "$tool" ] && [ -f "$tool" ] || continue
@@ -18,6 +20,10 @@ for tool in "$BIN"/bitnet-*; do
     expect_rc 2 "$name with an unknown flag exits 2" "$tool" --no-such-flag-xyz
     expect_err "^$name: " "$name's usage error is prefixed with its name"
     check "$name's usage error leaves stdout empty" [ ! -s "$T/out" ]
+    # a flag given twice (argtable numbers this error as it numbers running out of memory)
+    expect_rc 2 "$name with --quiet twice exits 2" "$tool" --quiet --quiet
+    expect_err "^$name: " "$name's repeated-flag error is prefixed with its name"
+    check "$name's repeated-flag error is not reported as out of memory" not_in "out of memory" "$T/err"
 done
 check "tools were found in \$BIN" [ "$found" -gt 0 ]
 

@@ -381,6 +381,8 @@ if [ "$mode" = peers ]; then
         nt=$(sed -n 's/.*, \([0-9][0-9]*\) cores.*/\1/p' "$OUTDIR/machine.txt" | head -1)
     fi
     PB="--device opencl --op bitlinear --scale row --keep-weights --shape $PS --min-time 0.1$nc"
+    PBN="$PB"                          # the PEERS_TOKENS_NOCHECK runs: --no-check once
+    [ -n "$nc" ] || PBN="$PB --no-check" # (a flag given twice is a usage error)
     MB="--device opencl --op matmul_f32 --keep-weights --shape $MS --tokens $MT --min-time 0.1$nc"
     LC="--device cpu --threads $nt --op cholesky,qr,svd --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
     LO="--device opencl --threads $nt --op cholesky --shape ${LN}x$LN --min-reps 3 --min-time 0.2 --warmup 1"
@@ -400,7 +402,7 @@ if [ "$mode" = peers ]; then
     while [ "$r" -le "$runs" ]; do
         case " $parts " in *" bitlinear "*)
             measure_run peers-bl "$r" $PB --tokens "$PT"
-            [ -z "$PTN" ] || measure_run peers-bl-nc "$r" $PB --tokens "$PTN" --no-check
+            [ -z "$PTN" ] || measure_run peers-bl-nc "$r" $PBN --tokens "$PTN"
             # shellcheck disable=SC2046 # the shapes, one argument each
             [ $have_torch = 0 ] || torch_run peers-bf16 "$r" env TOKENS="$BT" "$PYTHON" tests/device/cublas_bf16.py $(echo "$PS" | tr , ' ')
             ;;
@@ -500,7 +502,7 @@ elif [ "$mode" = peers ]; then
     [ -z "$torch_failed" ] || echo "These torch runs failed (their cells show -):$torch_failed."
     case " $parts " in *" bitlinear "*)
         set -- "bitnet-bench $PB --tokens $PT"
-        [ -z "$PTN" ] || set -- "$@" "bitnet-bench $PB --tokens $PTN --no-check"
+        [ -z "$PTN" ] || set -- "$@" "bitnet-bench $PBN --tokens $PTN"
         [ $have_torch = 0 ] || set -- "$@" "TOKENS=$BT $PYTHON tests/device/cublas_bf16.py $(echo "$PS" | tr , ' ')"
         section "BitLinear against cuBLAS bf16 and torch._int_mm (kernel medians, weights kept, row scales; $(nruns peers-bl))" "$@"
         peers_bitlinear

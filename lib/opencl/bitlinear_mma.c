@@ -283,12 +283,12 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     const int emulate = !caps->is_nvidia || bn_ocl_env_on("BITNET_MMA_EMULATE");
     const char *eopts = getenv("BITNET_MMA_OPTS");
     if (!eopts) eopts = "";
-    if (io->tokens <= MMA_SKINNY_MAX || (io->tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN))
-        return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride, eopts, emulate);
     mma_geom gm;
     mma_defaults(&gm, io->tokens);
 
-    /* the tunables: BITNET_MMA_OPTS where it names them, else ours on the command line */
+    /* the tunables: BITNET_MMA_OPTS where it names them, else ours on the
+     * command line; checked before either kernel is built, since one
+     * program holds both (bl_gemm_mma's #error would fail the build) */
     char opts[768];
     bitnet_status st = mma_build_opts(opts, sizeof opts, emulate, eopts, mma_opts, N_MMA_OPTS, &gm);
     if (st) return st;
@@ -302,6 +302,8 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
                        "MMA_WM %ld warps: 32 work-items each, at most %zu; MMA_MT %ld: 1..16; MMA_ST %ld: 2..4; "
                        "MMA_KP %ld: 0 (chosen) to %d)",
                        gm.nt, gm.kb, gm.wm, caps->max_wg, gm.mt, gm.st, gm.kp, MMA_MAX_GRID);
+    if (io->tokens <= MMA_SKINNY_MAX || (io->tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN))
+        return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride, eopts, emulate);
     const uint64_t lbytes = mma_local_bytes(&gm, emulate);
     if (caps->local_mem && lbytes > caps->local_mem)
         return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",

@@ -680,6 +680,7 @@ static void test_opencl_mma_emulated(void **state)
     /* tunables out of range: refused with a detail, nothing run */
     static const struct { const char *opts; uint64_t tokens; } badopts[] = {
         {"-DMMA_NT=12", 17}, {"-DMMA_KB=3", 17}, {"-DMMA_WM=0", 17}, {"-DMMA_ST=5", 17}, {"-DMMA_NT=1024 -DMMA_KB=256", 17},
+        {"-DMMA_NT=12", 9}, {"-DMMA_ST=5", 2}, /* bl_gemm_mma's, where bl_mma_skinny runs: one program holds both */
         {"-DSK_W=0", 8}, {"-DSK_T=17", 2}, {"-DSK_U=0", 5}, {"-DSK_W=33", 8}, {"-DSK_N=5", 12}, {"-DSK_N=0", 3}, /* bl_mma_skinny */
     };
     for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {

@@ -86,7 +86,11 @@
  *   tokens 81.5 us by default): 2 warps along k in a work-group, each
  *   taking every other super-block of 4-block chunks (190 registers), 94 us;
  *   2 k parts over work-groups 93 us (4096x14336 at 512 tokens 143 against
- *   124).
+ *   124).  A third call, 64 tokens, the host's choice against one 64-token
+ *   pass with 2 k parts (each decoded word then feeds 8 mma, with as many
+ *   work-groups as two passes): 16384x16384 88.3-88.7 against 86.6-86.7 us,
+ *   4096x14336 39.6-39.9 against 52.9-53.0, 14336x4096 36.8-39.1 against
+ *   47.0-51.8, 4096x4096 28.3-34.4 against 35.8-39.4.
  * Tried and not kept: row tiles starting at different chunks (no change);
  * 6 or 12 k parts at 8 and 16 tokens (within noise).  Earlier, on the
  * kernel before (H200, 2026-11-26): k parts instead of a k split inside the

@@ -186,7 +186,7 @@ static const mma_tunable mma_opts[] = {
 };
 #define N_MMA_OPTS (sizeof mma_opts / sizeof mma_opts[0])
 
-/* bl_mma_skinny's tunables (SK_DEF_* defaults, as in the kernel) */
+/* bl_mma_skinny's tunables (SK_DEF_* defaults, as in the kernel; SK_N from the token count) */
 typedef struct {
     long w, t, u, n;
 } sk_geom;

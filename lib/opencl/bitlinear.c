@@ -46,9 +46,12 @@
  *                     portable OpenCL C) and takes it on any device.
  */
 #include "../cpu/bitlinear.h"
+#include "../cpu/quantize.h"
+#include "../threads.h"
 #include "ocl.h"
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +193,120 @@ static bitnet_status nv_plan_make(nv_plan *p, const bn_ocl_caps *caps, uint64_t 
     return BITNET_OK;
 }
 
+/* ---- activations from host memory --------------------------------------------
+ * Quantized (float) or padded (int8) by the host straight into the staging
+ * memory of their upload, where the caller's data already is: a quarter of
+ * the bytes of float activations cross the bus, and no kernel runs for
+ * them.  The device buffer holds T rows of xstride codes (zero past in),
+ * then at `os` the T scales and at `osum` the T int32 code sums, each at
+ * an offset a sub-buffer may start at.  The codes are the CPU's own
+ * (bn_quant_kernels' qacts), which q_acts_rows matches bit for bit. */
+typedef struct {
+    const float *x;      /* float activations, or */
+    const int8_t *xq;    /* int8 ones and their scales */
+    const float *xs;
+    uint64_t T, in;
+    size_t xstride, codes, os, osum, total;
+    bn_qacts_fn qacts;
+    float *s;            /* each token's scale and code sum, host copies */
+    int32_t *sum;
+    uint64_t bad;        /* the first token holding NaN or Inf; T: none */
+    char *dst;           /* the piece being filled and its first token */
+    uint64_t t0;
+} hq_job;
+
+static void hq_rows(void *arg, uint64_t begin, uint64_t end)
+{
+    hq_job *j = arg;
+    const size_t in = (size_t)j->in;
+    for (uint64_t i = begin; i < end; i++) {
+        const uint64_t t = j->t0 + i;
+        int8_t *q = (int8_t *)j->dst + i * j->xstride;
+        if (j->x) {
+            if (j->qacts(j->x + t * in, in, q, &j->s[t]) < in) {
+                uint64_t cur = __atomic_load_n(&j->bad, __ATOMIC_RELAXED); /* the lowest token wins */
+                while (t < cur && !__atomic_compare_exchange_n(&j->bad, &cur, t, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+                }
+                continue;
+            }
+        } else {
+            memcpy(q, j->xq + t * in, in);
+            j->s[t] = j->xs[t];
+        }
+        memset(q + in, 0, j->xstride - in);
+        int32_t tot = 0;
+        for (size_t c = 0; c < j->xstride; c += 32) { /* whole 32s: the padding is zero */
+            int32_t a = 0;
+            for (int k = 0; k < 32; k++) a += q[c + (size_t)k];
+            tot += a;
+        }
+        j->sum[t] = tot;
+    }
+}
+
+/* The part of src (len bytes at offset off of the upload) inside the piece
+ * [at, at + n) at dst. */
+static void hq_put(char *dst, size_t at, size_t n, size_t off, const void *src, size_t len)
+{
+    const size_t b = off > at ? off : at, e = off + len < at + n ? off + len : at + n;
+    if (b < e) memcpy(dst + (b - at), (const char *)src + (b - off), e - b);
+}
+
+#define HQ_PAR_MIN 65536 /* values quantized by the calling thread alone below it */
+
+static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n)
+{
+    hq_job *j = ctx;
+    if (at < j->codes) { /* whole tokens: at is a multiple of xstride, and so is the end or it is past the codes */
+        const size_t end = at + n < j->codes ? at + n : j->codes;
+        const uint64_t rows = (end - at) / j->xstride;
+        j->dst = dst;
+        j->t0 = at / j->xstride;
+        const int par = rows > 1 && rows * j->in >= HQ_PAR_MIN;
+        const uint64_t grain = j->in >= HQ_PAR_MIN / 4 ? 1 : HQ_PAR_MIN / 4 / j->in;
+        bn_parallel_for(par ? bn_ocl_host_pool(o) : NULL, rows, grain, hq_rows, j);
+        if (j->bad < j->T)
+            return bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf (token %llu)", (unsigned long long)j->bad);
+    }
+    if (at + n > j->codes) { /* the scales and sums, zeros between */
+        const size_t b = at > j->codes ? at : j->codes;
+        memset((char *)dst + (b - at), 0, at + n - b);
+        hq_put(dst, at, n, j->os, j->s, (size_t)j->T * sizeof(float));
+        hq_put(dst, at, n, j->osum, j->sum, (size_t)j->T * sizeof(int32_t));
+    }
+    return BITNET_OK;
+}
+
+/* Uploads the activations of io (host memory) into a scratch buffer q and
+ * makes sub-buffers of it for the scales and sums. */
+static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t in, size_t xstride, bn_ocl_arg *q,
+                               cl_mem *sc, cl_mem *sum)
+{
+    const bn_ocl_caps *caps = bn_ocl_get_caps(o);
+    const size_t A = caps->base_align ? caps->base_align : 4096, T = (size_t)io->tokens, tb = T * sizeof(float);
+    hq_job j = {.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride, .bad = io->tokens};
+    j.codes = T * xstride; /* fits: bn_bitlinear_check */
+    if (j.codes > SIZE_MAX / 2 - 2 * (A + tb)) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: activations too large");
+    j.os = (j.codes + A - 1) / A * A;
+    j.osum = (j.os + tb + A - 1) / A * A;
+    j.total = j.osum + tb;
+    j.qacts = bn_quant_kernels_for(bn_cpu_simd())->qacts;
+    j.s = malloc(tb);
+    j.sum = malloc(tb);
+    bitnet_status st = j.s && j.sum ? bn_ocl_scratch(o, j.total, q) : bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
+    if (st == BITNET_OK) st = bn_ocl_upload_fill(o, q->m, 0, j.total, xstride, hq_fill, &j);
+    free(j.s);
+    free(j.sum);
+    if (st != BITNET_OK) return st;
+    cl_int err;
+    const cl_buffer_region rs = {j.os, tb}, rsum = {j.osum, tb};
+    if (!(*sc = clCreateSubBuffer(q->m, 0, CL_BUFFER_CREATE_TYPE_REGION, &rs, &err)))
+        return bn_cl_fail(err, "clCreateSubBuffer(codes, 0, REGION, scales)", __FILE__, __LINE__);
+    if (!(*sum = clCreateSubBuffer(q->m, 0, CL_BUFFER_CREATE_TYPE_REGION, &rsum, &err)))
+        return bn_cl_fail(err, "clCreateSubBuffer(codes, 0, REGION, sums)", __FILE__, __LINE__);
+    return BITNET_OK;
+}
+
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
 {
     bn_ocl *o = ctx;
@@ -205,6 +322,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     /* scratch: padded codes, their scales and sums, per-token flags */
     bn_ocl_arg sq = {0}, ss = {0}, ssum = {0}, sflag = {0};
     cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL, bsum = NULL;
+    cl_mem hs = NULL, hsum = NULL; /* host-made activations: sub-buffers of sq (hq_upload) */
     uint32_t *flags = NULL;
 
     /* sizes were checked by bn_bitlinear_check (each fits size_t) */
@@ -262,9 +380,13 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     if ((st = bn_ocl_in(o, w->t2, wbytes, &aw)) || (st = bn_ocl_in(o, w->d, nd * sizeof(float), &ad)) ||
         (st = bn_ocl_in(o, io->bias, io->bias ? (size_t)out * sizeof(float) : 0, &ab)))
         goto out;
-    /* the activations: quantized (float in) or padded (int8 in) on the device,
-     * with the per-token code sums (int32 like every sum of the op) */
-    if ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum)))
+    /* the activations: quantized (float in) or padded (int8 in), with the
+     * per-token code sums (int32 like every sum of the op), by the host where
+     * they are in host memory, else on the device */
+    const int host_q = io->x ? bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
+                             : bn_ocl_is_host(o, io->xq, (size_t)(T * in)) && bn_ocl_is_host(o, io->xs, tb);
+    if (host_q ? (st = hq_upload(o, io, in, xstride, &sq, &hs, &hsum)) != BITNET_OK
+               : (st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum)))
         goto out;
     const size_t qwg = 64; /* Q_WG of the quantize family */
     const size_t qglobal = (size_t)T * qwg;
@@ -272,12 +394,14 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     /* the float output: the caller's (host or device), or a scratch to
      * re-quantize; a host output from float input carries the per-token
      * NaN flags behind it, so that one download brings both */
-    const int flags_behind = io->x && io->y && !bn_is_device_ptr(io->y);
+    const int flags_behind = io->x && !host_q && io->y && !bn_is_device_ptr(io->y);
     if ((st = flags_behind ? bn_ocl_scratch(o, ybytes + tb, &ay)
               : io->y      ? bn_ocl_out(o, io->y, ybytes, &ay)
                            : bn_ocl_scratch(o, ybytes, &ay)))
         goto out;
-    if (io->x) { /* one work-group per token: absmax, codes, sums, scale, flag (kernels/quantize.cl) */
+    if (host_q) {
+        bs = hs;
+    } else if (io->x) { /* one work-group per token: absmax, codes, sums, scale, flag (kernels/quantize.cl) */
         cl_kernel kq;
         size_t rwg = 256; /* Q_RWG: a power of two the device allows (formatted only below 256) */
         while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
@@ -315,7 +439,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     bd = ad.m;
     bb = ab.m;
     bx = sq.m;
-    bsum = ssum.m;
+    bsum = host_q ? hsum : ssum.m;
     by = ay.m;
     const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
 
@@ -396,8 +520,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         st = bn_ocl_done(o, &rflag, st);
         if (st) goto out;
     }
-    /* the input's NaN flags: with a host output read now, else at the next wait */
-    if (io->x) {
+    /* the input's NaN flags (device-quantized): with a host output read now, else at the next wait */
+    if (io->x && !host_q) {
         const int host_out = io->yq ? !bn_ocl_resident(&ayq) : flags_behind;
         if (!host_out) {
             st = bn_ocl_defer_check_n(o, sflag.m, (size_t)T, "bitlinear: input holds NaN or Inf");
@@ -428,6 +552,8 @@ out:
     st = bn_ocl_done(o, &ab, st);
     st = bn_ocl_done(o, &ax, st);
     st = bn_ocl_done(o, &axs, st);
+    if (hs) clReleaseMemObject(hs);
+    if (hsum) clReleaseMemObject(hsum);
     st = bn_ocl_done(o, &sq, st);
     st = bn_ocl_done(o, &ss, st);
     st = bn_ocl_done(o, &ssum, st);

@@ -40,6 +40,15 @@ uint64_t bn_ocl_kept_bytes(const bn_ocl *o);
  * later commands); download waits for the queue, then fills dst. */
 bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes);
 bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes);
+/* An upload whose bytes the host writes straight into staging memory:
+ * fill(o, ctx, dst, at, n) writes bytes [at, at + n) at dst, in order of at,
+ * each piece (but the last) a whole number of `unit` bytes; a failure of
+ * fill stops the upload (pieces before it may be enqueued) and is returned. */
+typedef bitnet_status (*bn_ocl_fill_fn)(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n);
+bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t bytes, size_t unit, bn_ocl_fill_fn fill,
+                                 void *ctx);
+/* The threads of the staging copies, for a fill to share (NULL: none). */
+struct bn_pool *bn_ocl_host_pool(bn_ocl *o);
 /* One download of dst_bytes + tail_bytes: the first part into dst, the rest into tail. */
 bitnet_status bn_ocl_download_tail(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t dst_bytes, void *tail,
                                    size_t tail_bytes);
@@ -74,6 +83,8 @@ bitnet_status bn_ocl_out(bn_ocl *o, void *p, size_t bytes, bn_ocl_arg *a);
 bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a);
 /* Zeroes the first bytes (rounded up to 4) of m, in order with the ops. */
 bitnet_status bn_ocl_fill0(bn_ocl *o, cl_mem m, size_t bytes);
+/* 1 when p is host memory that bn_ocl_in would upload (not a device address, not kept). */
+int bn_ocl_is_host(const bn_ocl *o, const void *p, size_t bytes);
 /* 1 when the operand is device memory of a bitnet_buffer (an output there is not downloaded). */
 int bn_ocl_resident(const bn_ocl_arg *a);
 /* Finishes an operand when st is BITNET_OK (an output: copied into its

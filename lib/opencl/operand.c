@@ -78,6 +78,11 @@ bitnet_status bn_ocl_in(bn_ocl *o, const void *p, size_t bytes, bn_ocl_arg *a)
     return st;
 }
 
+int bn_ocl_is_host(const bn_ocl *o, const void *p, size_t bytes)
+{
+    return p && !bn_is_device_ptr(p) && !bn_ocl_kept_find(o, p, bytes);
+}
+
 bitnet_status bn_ocl_out(bn_ocl *o, void *p, size_t bytes, bn_ocl_arg *a)
 {
     memset(a, 0, sizeof *a);

@@ -145,16 +145,31 @@ void bn_ocl_staging_free(bn_ocl *o)
     o->copy_pool = NULL;
 }
 
+bn_pool *bn_ocl_host_pool(bn_ocl *o) { return copy_pool(o); }
+
+static bitnet_status fill_copy(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n)
+{
+    copy_in(o, dst, (const char *)ctx + at, n);
+    return BITNET_OK;
+}
+
 bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes)
 {
-    const size_t piece = piece_for(bytes);
+    return bn_ocl_upload_fill(o, m, offset, bytes, 1, fill_copy, (void *)src);
+}
+
+bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t bytes, size_t unit, bn_ocl_fill_fn fill,
+                                 void *ctx)
+{
+    size_t piece = piece_for(bytes);
+    if (unit > 1) piece = piece <= unit ? unit : piece / unit * unit;
     for (size_t at = 0; at < bytes;) {
         const size_t n = bytes - at < piece ? bytes - at : piece;
         size_t pi;
         bitnet_status st = pin_get(o, n, -1, &pi);
         if (st != BITNET_OK) return st;
         bn_ocl_pin *p = &o->pins[pi];
-        copy_in(o, p->ptr, (const char *)src + at, n);
+        if ((st = fill(o, ctx, p->ptr, at, n)) != BITNET_OK) return st;
         cl_event ev = NULL;
         cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_FALSE, offset + at, n, p->ptr, 0, NULL, &ev);
         if (err != CL_SUCCESS)

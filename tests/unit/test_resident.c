@@ -548,6 +548,69 @@ static void test_late_error(void **state)
     tmat_free(&m);
 }
 
+/* Activations in host memory are quantized (float) or padded (int8) by the
+ * host into the staging memory of their upload, in several pieces (1.2 MB
+ * of codes) on several threads; from device memory the device does it
+ * (q_acts_rows, q_pad_i8).  Both must give the same bits, and a NaN must be
+ * told with the first token holding one, the output left as it was. */
+static void test_host_activations(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    uint64_t rng = 97;
+    const uint64_t in = 4097, out = 5, T = 300;
+    tmat m = tmat_new(&rng, out, in);
+    float *x = randf(&rng, T * in), *y = malloc((size_t)(T * out) * 4);
+    assert_non_null(y);
+    bitnet_buffer *dt2 = up(ocl, m.t2, m.t2_bytes), *dd = up(ocl, m.d, out * 4), *dx = up(ocl, x, T * in * 4);
+    bitnet_buffer *dy = mk(ocl, T * out * 4);
+    const bitnet_ternary_matrix wd = tm(&m, D(dt2), D(dd));
+    int8_t *xq = malloc((size_t)(T * in));
+    float *xs = malloc((size_t)T * 4);
+    assert_true(xq && xs);
+    assert_int_equal(bitnet_quantize_acts(cpu, x, T, in, xq, xs), BITNET_OK);
+    bitnet_buffer *dxq = up(ocl, xq, T * in), *dxs = up(ocl, xs, T * 4);
+    bitnet_bitlinear_io io;
+    /* the device's own kernels, then the NVIDIA ones emulated (these take the code sums) */
+    static const char *const envs[] = {NULL, "BITNET_MMA_EMULATE", "BITNET_GEMV_NV_EMULATE"};
+    for (size_t e = 0; e < sizeof envs / sizeof *envs; e++) {
+        if (envs[e]) setenv(envs[e], "1", 1);
+        io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = m.bias, .y = y};
+        assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+        bitnet_bitlinear_io iod = {.tokens = T, .x = D(dx), .bias = m.bias, .y = D(dy)};
+        assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
+        float *got = down(dy, T * out * 4);
+        assert_memory_equal(got, y, T * out * 4);
+        free(got);
+        /* int8: both on the host, both on the device, one of each (the device pads) */
+        const void *qs[3] = {xq, D(dxq), xq}, *ss[3] = {xs, D(dxs), D(dxs)};
+        for (int k = 0; k < 3; k++) {
+            float *yk = malloc((size_t)(T * out) * 4);
+            assert_non_null(yk);
+            io = (bitnet_bitlinear_io){.tokens = T, .xq = qs[k], .xs = ss[k], .bias = m.bias, .y = yk};
+            assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+            assert_memory_equal(yk, y, T * out * 4);
+            free(yk);
+        }
+        if (envs[e]) unsetenv(envs[e]);
+    }
+    /* NaN and Inf in a later piece, two tokens apart: the first is named */
+    x[290 * in + 4096] = NAN;
+    x[257 * in + 3] = INFINITY;
+    for (uint64_t i = 0; i < T * out; i++) y[i] = -7.0f;
+    io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = m.bias, .y = y};
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "(token 257)"));
+    for (uint64_t i = 0; i < T * out; i++) assert_true(y[i] == -7.0f);
+    x[0] = NAN; /* and in the first */
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "(token 0)"));
+    bitnet_buffer *bufs[] = {dt2, dd, dx, dy, dxq, dxs};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) bitnet_buffer_free(bufs[i]);
+    free(xq); free(xs); free(x); free(y);
+    tmat_free(&m);
+}
+
 /* Large writes and reads go through pinned staging in pieces, each copied
  * by several threads: sizes around the threaded-copy threshold (256 KiB)
  * and past the largest piece (8 MiB), not multiples of the copy ranges
@@ -743,6 +806,7 @@ int main(void)
         cmocka_unit_test(test_chain),            cmocka_unit_test(test_read_waits_and_early_free),
         cmocka_unit_test(test_late_error),       cmocka_unit_test(test_big_transfers), cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_host_activations),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -144,9 +144,11 @@ typedef void (*bn_qblocks_fn)(const float *w, uint64_t cols, uint64_t b0, uint64
 void bn_qblocks_scalar(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, const float *s, unsigned gshift,
                        uint8_t *t2);
 
-/* One row of activations: returns n, or the index of the first NaN/Inf. */
-typedef size_t (*bn_qacts_fn)(const float *x, size_t n, int8_t *q, float *s);
-size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s);
+/* One row of activations: returns n, or the index of the first NaN/Inf;
+ * with sum not NULL, *sum gets the sum of the codes (OpenCL BitLinear's
+ * host-made activations, lib/opencl/bitlinear.c). */
+typedef size_t (*bn_qacts_fn)(const float *x, size_t n, int8_t *q, float *s, int32_t *sum);
+size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s, int32_t *sum);
 /* The SIMD activation kernels after their max pass: with maxb the largest
  * |x| bits of the row, returns the index of the first NaN/Inf, or n with
  * *s set to the row's scale. */

@@ -144,7 +144,7 @@ static void qblocks_avx2(const float *w, uint64_t cols, uint64_t b0, uint64_t b1
     }
 }
 
-static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s)
+static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s, int32_t *sum)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
     __m256i vmax = _mm256_setzero_si256();
@@ -163,21 +163,29 @@ static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s)
     if (bad < n) return bad;
     *s = scf;
     const __m256 sc = _mm256_set1_ps(scf);
+    __m256i acc = _mm256_setzero_si256(); /* the codes' sum: |x * sc| <= 127, so no pack saturates */
     for (i = 0; i + 32 <= n; i += 32) {
         /* rint in the current (nearest-even) mode, clamped by saturating packs */
         __m256i a0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), sc));
         __m256i a1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), sc));
         __m256i a2 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 16), sc));
         __m256i a3 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 24), sc));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(_mm256_add_epi32(a0, a1), _mm256_add_epi32(a2, a3)));
         __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(a0, a1), _mm256_packs_epi32(a2, a3));
         p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256((__m256i *)(q + i), p);
     }
+    __m128i h = _mm_add_epi32(_mm256_castsi256_si128(acc), _mm256_extracti128_si256(acc, 1));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4e));
+    h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xb1));
+    int32_t tot = _mm_cvtsi128_si32(h);
     for (; i < n; i++) {
         float v = rintf(x[i] * scf);
         v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
         q[i] = (int8_t)v;
+        tot += (int32_t)v;
     }
+    if (sum) *sum = tot;
     return n;
 }
 

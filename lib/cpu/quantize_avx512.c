@@ -112,7 +112,7 @@ static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t 
     }
 }
 
-static size_t qacts_avx512(const float *x, size_t n, int8_t *q, float *s)
+static size_t qacts_avx512(const float *x, size_t n, int8_t *q, float *s, int32_t *sum)
 {
     const __m512i absmask = _mm512_set1_epi32(0x7fffffff);
     __m512i vmax = _mm512_setzero_si512();
@@ -127,12 +127,15 @@ static size_t qacts_avx512(const float *x, size_t n, int8_t *q, float *s)
     if (bad < n) return bad;
     *s = scf;
     const __m512 sc = _mm512_set1_ps(scf);
+    __m512i acc = _mm512_setzero_si512(); /* the codes' sum: |x * sc| <= 127, so no narrowing saturates */
     for (i = 0; i < n; i += 16) {
         __mmask16 k = n - i >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - i)) - 1);
         /* rint in the current (nearest-even) mode, then a saturating narrow to int8 */
         __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, x + i), sc));
         _mm_mask_storeu_epi8(q + i, k, _mm512_cvtsepi32_epi8(v));
+        acc = _mm512_add_epi32(acc, v); /* masked lanes loaded 0 */
     }
+    if (sum) *sum = _mm512_reduce_add_epi32(acc);
     return n;
 }
 

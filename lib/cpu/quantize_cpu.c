@@ -39,7 +39,7 @@ void bn_qblocks_scalar(const float *w, uint64_t cols, uint64_t b0, uint64_t b1, 
     }
 }
 
-size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s)
+size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s, int32_t *sum)
 {
     float m = 0.0f;
     for (size_t i = 0; i < n; i++) {
@@ -49,11 +49,14 @@ size_t bn_qacts_scalar(const float *x, size_t n, int8_t *q, float *s)
     }
     const float sc = bn_absmax_scale(m);
     *s = sc;
+    int32_t tot = 0;
     for (size_t i = 0; i < n; i++) {
         float v = rintf(x[i] * sc);
         v = v < -128.0f ? -128.0f : v > 127.0f ? 127.0f : v;
         q[i] = (int8_t)v;
+        tot += (int32_t)v;
     }
+    if (sum) *sum = tot;
     return n;
 }
 
@@ -252,7 +255,7 @@ static void qa_rows(void *vp, uint64_t r0, uint64_t r1)
 {
     qa_job *j = vp;
     for (uint64_t r = r0; r < r1; r++) {
-        size_t at = j->k->qacts(j->x + r * j->cols, (size_t)j->cols, j->q + r * j->cols, &j->s[r]);
+        size_t at = j->k->qacts(j->x + r * j->cols, (size_t)j->cols, j->q + r * j->cols, &j->s[r], NULL);
         if (at < j->cols) {
             note_bad(&j->bad, r * j->cols + at);
             return;

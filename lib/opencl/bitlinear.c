@@ -223,7 +223,7 @@ static void hq_rows(void *arg, uint64_t begin, uint64_t end)
         const uint64_t t = j->t0 + i;
         int8_t *q = (int8_t *)j->dst + i * j->xstride;
         if (j->x) {
-            if (j->qacts(j->x + t * in, in, q, &j->s[t]) < in) {
+            if (j->qacts(j->x + t * in, in, q, &j->s[t], &j->sum[t]) < in) {
                 uint64_t cur = __atomic_load_n(&j->bad, __ATOMIC_RELAXED); /* the lowest token wins */
                 while (t < cur && !__atomic_compare_exchange_n(&j->bad, &cur, t, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
                 }
@@ -232,15 +232,11 @@ static void hq_rows(void *arg, uint64_t begin, uint64_t end)
         } else {
             memcpy(q, j->xq + t * in, in);
             j->s[t] = j->xs[t];
+            int32_t tot = 0;
+            for (size_t c = 0; c < in; c++) tot += q[c];
+            j->sum[t] = tot;
         }
         memset(q + in, 0, j->xstride - in);
-        int32_t tot = 0;
-        for (size_t c = 0; c < j->xstride; c += 32) { /* whole 32s: the padding is zero */
-            int32_t a = 0;
-            for (int k = 0; k < 32; k++) a += q[c + (size_t)k];
-            tot += a;
-        }
-        j->sum[t] = tot;
     }
 }
 

@@ -444,6 +444,43 @@ static void exact_cases_backend(bitnet_backend *be, const char *what)
     free(w), free(d), free(dr), free(t2), free(t2r);
 }
 
+/* The activation kernels of every SIMD level this CPU runs: the codes and
+ * scale of bitnet_quantize_acts_ref, and with a sum pointer the sum of the
+ * codes (OpenCL BitLinear uploads it with host-made activations); awkward
+ * lengths around the vector widths, rows holding +-max and ties. */
+static void qacts_kernels(void **state)
+{
+    (void)state;
+    const bn_simd hw = bn_cpu_simd();
+    const int nk = hw >= BN_SIMD_AVX512 ? 3 : hw >= BN_SIMD_AVX2 ? 2 : 1;
+    const bn_quant_kernels *ks[3] = {bn_quant_kernels_for(BN_SIMD_SCALAR), bn_quant_kernels_for(BN_SIMD_AVX2),
+                                     bn_quant_kernels_for(BN_SIMD_AVX512)};
+    static const size_t ns[] = {1, 3, 8, 15, 16, 17, 31, 32, 33, 63, 255, 256, 4097};
+    float x[4097], sr;
+    int8_t qr[4097], q[4097];
+    for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+        for (int t = 0; t < 8; t++) {
+            const size_t n = ns[a];
+            const float big = t % 2 ? 1e3f : 0.1f;
+            for (size_t i = 0; i < n; i++) x[i] = big * rndf() + (t % 4 == 3 ? big : 0.0f); /* some rows mostly positive */
+            if (n > 2) x[rnd() % n] = t % 3 ? -big * 2 : big * 2;                          /* the max, either sign */
+            assert_int_equal(bitnet_quantize_acts_ref(x, 1, n, qr, &sr), BITNET_OK);
+            int32_t want = 0;
+            for (size_t i = 0; i < n; i++) want += qr[i];
+            for (int k = 0; k < nk; k++) {
+                float s = 0;
+                int32_t sum = INT32_MIN;
+                memset(q, 0x55, sizeof q);
+                assert_int_equal(ks[k]->qacts(x, n, q, &s, &sum), n);
+                assert_memory_equal(q, qr, n);
+                assert_true(s == sr);
+                if (sum != want) fail_msg("%s, n %zu: code sum %d, want %d", ks[k]->name, n, sum, want);
+                assert_int_equal(ks[k]->qacts(x, n, q, &s, NULL), n); /* no sum asked */
+                assert_memory_equal(q, qr, n);
+            }
+        }
+}
+
 static void fast_cpu(void **state)
 {
     (void)state;
@@ -653,6 +690,7 @@ int main(void)
         cmocka_unit_test(ref_nonfinite),
         cmocka_unit_test(ref_acts_and_dequant),
         cmocka_unit_test(xsum_and_division),
+        cmocka_unit_test(qacts_kernels),
         cmocka_unit_test(fast_cpu),
         cmocka_unit_test(fast_opencl),
         cmocka_unit_test(opencl_gpu_layout),

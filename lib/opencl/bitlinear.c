@@ -1,11 +1,13 @@
 /*
  * bitlinear.c (OpenCL) - host code of BitLinear on an OpenCL device
- * (kernels/bitlinear.cl).  Everything runs on the device, in order on the
- * queue: float activations are quantized there (q_acts_rows, one command,
- * kernels/quantize.cl: the codes and scales of the CPU, bit for bit, with the
- * per-token code sums), int8 ones padded (q_pad_i8); the product computes
- * the integer sums and the float epilogue; an int8 output is re-quantized
- * from the float rows by q_acts.  Operands may be host memory or device
+ * (kernels/bitlinear.cl), in order on the queue.  Activations in host
+ * memory are quantized (float) or padded (int8) by the host on their way
+ * into staging memory (hq_upload below); device-resident ones on the
+ * device: float ones by q_acts_rows (one command, kernels/quantize.cl: the
+ * codes and scales of the CPU, bit for bit, with the per-token code sums),
+ * int8 ones by q_pad_i8.  The product computes the integer sums and the
+ * float epilogue; an int8 output is re-quantized from the float rows by
+ * q_acts.  Operands may be host memory or device
  * addresses (operand.c); with a host output the call waits for it, and the
  * per-token NaN flags come down in the same read.
  *

@@ -42,8 +42,9 @@ bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src,
 bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes);
 /* An upload whose bytes the host writes straight into staging memory:
  * fill(o, ctx, dst, at, n) writes bytes [at, at + n) at dst, in order of at,
- * each piece (but the last) a whole number of `unit` bytes; a failure of
- * fill stops the upload (pieces before it may be enqueued) and is returned. */
+ * in pieces of up to 8 MiB, each (but the last) a whole number of `unit`
+ * bytes; a failure of fill stops the upload (pieces before it may be
+ * enqueued) and is returned. */
 typedef bitnet_status (*bn_ocl_fill_fn)(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n);
 bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t bytes, size_t unit, bn_ocl_fill_fn fill,
                                  void *ctx);

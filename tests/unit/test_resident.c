@@ -549,8 +549,8 @@ static void test_late_error(void **state)
 }
 
 /* Activations in host memory are quantized (float) or padded (int8) by the
- * host into the staging memory of their upload, in several pieces (1.2 MB
- * of codes) on several threads; from device memory the device does it
+ * host into the staging memory of their upload, in pieces of up to 8 MiB
+ * (here two: 8.9 MB of codes) on several threads; from device memory the device does it
  * (q_acts_rows, q_pad_i8).  Both must give the same bits, and a NaN must be
  * told with the first token holding one, the output left as it was. */
 static void test_host_activations(void **state)
@@ -558,7 +558,7 @@ static void test_host_activations(void **state)
     (void)state;
     if (!ocl) skip();
     uint64_t rng = 97;
-    const uint64_t in = 4097, out = 5, T = 300;
+    const uint64_t in = 4097, out = 5, T = 2100;
     tmat m = tmat_new(&rng, out, in);
     float *x = randf(&rng, T * in), *y = malloc((size_t)(T * out) * 4);
     assert_non_null(y);
@@ -594,13 +594,13 @@ static void test_host_activations(void **state)
         }
         if (envs[e]) unsetenv(envs[e]);
     }
-    /* NaN and Inf in a later piece, two tokens apart: the first is named */
-    x[290 * in + 4096] = NAN;
-    x[257 * in + 3] = INFINITY;
+    /* NaN and Inf in the second piece (from token 1985), apart: the first is named */
+    x[2090 * in + 4096] = NAN;
+    x[2040 * in + 3] = INFINITY;
     for (uint64_t i = 0; i < T * out; i++) y[i] = -7.0f;
     io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = m.bias, .y = y};
     assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
-    assert_non_null(strstr(bitnet_error_detail(), "(token 257)"));
+    assert_non_null(strstr(bitnet_error_detail(), "(token 2040)"));
     for (uint64_t i = 0; i < T * out; i++) assert_true(y[i] == -7.0f);
     x[0] = NAN; /* and in the first */
     assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);

@@ -213,6 +213,7 @@ typedef struct {
     float *s;            /* each token's scale and code sum, host copies */
     int32_t *sum;
     uint64_t bad;        /* the first token holding NaN or Inf; T: none */
+    uint64_t tbase;      /* the call's token number of the first (blocks of a call) */
     char *dst;           /* the piece being filled and its first token */
     uint64_t t0;
 } hq_job;
@@ -264,7 +265,8 @@ static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t 
         const uint64_t grain = j->in >= HQ_PAR_MIN / 4 ? 1 : HQ_PAR_MIN / 4 / j->in;
         bn_parallel_for(par ? bn_ocl_host_pool(o) : NULL, rows, grain, hq_rows, j);
         if (j->bad < j->T)
-            return bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf (token %llu)", (unsigned long long)j->bad);
+            return bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf (token %llu)",
+                           (unsigned long long)(j->tbase + j->bad));
     }
     if (at + n > j->codes) { /* the scales and sums, zeros between */
         const size_t b = at > j->codes ? at : j->codes;
@@ -277,12 +279,13 @@ static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t 
 
 /* Uploads the activations of io (host memory) into a scratch buffer q and
  * makes sub-buffers of it for the scales and sums. */
-static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t in, size_t xstride, bn_ocl_arg *q,
-                               cl_mem *sc, cl_mem *sum)
+static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
+                               bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const size_t A = caps->base_align ? caps->base_align : 4096, T = (size_t)io->tokens, tb = T * sizeof(float);
-    hq_job j = {.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride, .bad = io->tokens};
+    hq_job j = {.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride, .bad = io->tokens,
+                .tbase = tbase};
     j.codes = T * xstride; /* fits: bn_bitlinear_check */
     if (j.codes > SIZE_MAX / 2 - 2 * (A + tb)) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: activations too large");
     j.os = (j.codes + A - 1) / A * A;
@@ -305,9 +308,14 @@ static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_
     return BITNET_OK;
 }
 
-bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
+/* One call, or one block of tokens of a call (tbase: its first token's
+ * number, for messages).  With `staged` not NULL (host activations and a
+ * host float output only) the output is not downloaded: its read into
+ * pinned staging memory is enqueued and *staged set to where it lands
+ * (bn_ocl_staged_wait, then bn_ocl_staged_release). */
+static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, uint64_t tbase,
+                            const void **staged)
 {
-    bn_ocl *o = ctx;
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const uint64_t T = io->tokens, in = w->in, out = w->out;
     const size_t rb = bitnet_t2_row_bytes(in), nblocks = rb / 32;
@@ -383,7 +391,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
      * they are in host memory, else on the device */
     const int host_q = io->x ? bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
                              : bn_ocl_is_host(o, io->xq, (size_t)(T * in)) && bn_ocl_is_host(o, io->xs, tb);
-    if (host_q ? (st = hq_upload(o, io, in, xstride, &sq, &hs, &hsum)) != BITNET_OK
+    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, &sq, &hs, &hsum)) != BITNET_OK
                : (st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum)))
         goto out;
     const size_t qwg = 64; /* Q_WG of the quantize family */
@@ -541,6 +549,10 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         (st = bn_ocl_done(o, &ays, st)) == BITNET_OK && bn_test_perturb("bitlinear"))
         io->yq[0] = (int8_t)(io->yq[0] == 127 ? 126 : io->yq[0] + 1);
 out:
+    if (staged && st == BITNET_OK) { /* read into staging memory, the pooled output released */
+        st = bn_ocl_read_staged(o, 1, &ay.m, &ybytes, staged);
+        ay.host = NULL;
+    }
     st = bn_ocl_done(o, &ay, st);
     st = bn_ocl_done(o, &ayq, st);
     st = bn_ocl_done(o, &ays, st);
@@ -557,5 +569,88 @@ out:
     st = bn_ocl_done(o, &ssum, st);
     st = bn_ocl_done(o, &sflag, st);
     free(flags);
+    return st;
+}
+
+/* ---- blocks of tokens -----------------------------------------------------------
+ * A call whose activations and float output are both in host memory goes, on
+ * a GPU, in blocks of tokens: each block is quantized by the host, uploaded,
+ * multiplied and read back into staging memory in turn, so that the host
+ * quantizes block b + 1 while the device works on block b, and copies the
+ * outputs out while the device works on later blocks.  The copies out start
+ * once every block is enqueued: a NaN found in a later block leaves the
+ * caller's output as it was.  A block holds at least BLOCK_MIN tokens and
+ * the call at most BLOCK_MAX blocks (more blocks read the weights more
+ * often); a block's output fits one staging buffer (8 MiB), and the whole
+ * output 64 MiB.
+ * BITNET_OCL_BLOCK_TOKENS=N sets the block (any device; 0: never split). */
+#define BLOCK_MIN 32
+#define BLOCK_MAX 4
+#define BLOCK_OUT_BYTES (8u << 20)
+#define BLOCK_HELD_BYTES (64u << 20) /* a larger output goes in one block */
+
+static bitnet_status block_tokens(const bn_ocl_caps *caps, uint64_t T, uint64_t out, uint64_t *tb)
+{
+    *tb = T;
+    const char *e = getenv("BITNET_OCL_BLOCK_TOKENS");
+    uint64_t b;
+    if (e && *e) {
+        char *end;
+        const unsigned long long v = strtoull(e, &end, 10);
+        if (*end || *e == '-') return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_OCL_BLOCK_TOKENS=%s: a token count", e);
+        if (v == 0) return BITNET_OK;
+        b = v;
+    } else {
+        if (!caps->is_gpu || T < 2 * BLOCK_MIN) return BITNET_OK;
+        b = (T + BLOCK_MAX - 1) / BLOCK_MAX;
+        if (b < BLOCK_MIN) b = BLOCK_MIN;
+    }
+    const uint64_t cap = BLOCK_OUT_BYTES / (out * sizeof(float)); /* out * 4 fits: bn_bitlinear_check */
+    if (b > cap) b = cap ? cap : 1;
+    /* every block's output stays in staging memory until the last is enqueued */
+    if (b < T && T * out <= BLOCK_HELD_BYTES / sizeof(float)) *tb = b;
+    return BITNET_OK;
+}
+
+bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
+{
+    bn_ocl *o = ctx;
+    const uint64_t T = io->tokens, in = w->in, out = w->out;
+    const int host_io = io->y && !io->yq && bn_ocl_is_host(o, io->y, (size_t)(T * out) * sizeof(float)) &&
+                        (io->x ? bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
+                               : bn_ocl_is_host(o, io->xq, (size_t)(T * in)) &&
+                                     bn_ocl_is_host(o, io->xs, (size_t)T * sizeof(float)));
+    uint64_t tb = T;
+    bitnet_status st = host_io ? block_tokens(bn_ocl_get_caps(o), T, out, &tb) : BITNET_OK;
+    if (st != BITNET_OK || tb >= T) return st ? st : bl_one(o, w, io, 0, NULL);
+    const uint64_t nb = (T + tb - 1) / tb;
+    const void **staged = calloc(nb, sizeof *staged);
+    if (!staged) return bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
+    uint64_t b = 0;
+    for (; st == BITNET_OK && b < nb; b++) {
+        const uint64_t t0 = b * tb, n = T - t0 < tb ? T - t0 : tb;
+        bitnet_bitlinear_io bio = *io;
+        bio.tokens = n;
+        if (io->x) bio.x = io->x + t0 * in;
+        else {
+            bio.xq = io->xq + t0 * in;
+            bio.xs = io->xs + t0;
+        }
+        bio.y = io->y + t0 * out;
+        st = bl_one(o, w, &bio, t0, &staged[b]);
+    }
+    if (st != BITNET_OK) bn_ocl_drain(o); /* no read stays in flight into staging memory */
+    for (uint64_t k = 0; k < nb; k++) { /* in order: each wait finds the later blocks still running */
+        if (st == BITNET_OK && staged[k]) {
+            const uint64_t t0 = k * tb, n = T - t0 < tb ? T - t0 : tb;
+            const size_t bytes = (size_t)(n * out) * sizeof(float);
+            st = bn_ocl_staged_wait(o, staged[k], bytes);
+            if (st == BITNET_OK) bn_parallel_memcpy(bn_ocl_host_pool(o), io->y + t0 * out, staged[k], bytes);
+        }
+        bn_ocl_staged_release(o, staged[k]);
+    }
+    if (st != BITNET_OK) bn_ocl_drain(o);
+    else bn_ocl_collect(o); /* the queue is idle up to the last read: time what ran */
+    free(staged);
     return st;
 }

@@ -61,6 +61,12 @@ bitnet_status bn_ocl_download_tail(bn_ocl *o, cl_mem m, size_t offset, void *dst
  * on an H100). */
 bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const size_t *bytes, const void **host);
 void bn_ocl_staged_release(bn_ocl *o, const void *host);
+/* Waits for the reads into the staging memory at host (a read_staged
+ * result); bytes are counted in the statistics as downloaded. */
+bitnet_status bn_ocl_staged_wait(bn_ocl *o, const void *host, size_t bytes);
+/* Collects the profiling times of finished kernels into the op stats
+ * (the queue must be finished, as after waiting for its last command). */
+void bn_ocl_collect(bn_ocl *o);
 /* Waits for the queue after a failure, keeping the failure's detail. */
 void bn_ocl_drain(bn_ocl *o);
 

@@ -90,9 +90,6 @@ struct bn_ocl {
     uint64_t kept_bytes;
 };
 
-/* Collects the profiling times of finished kernels into the op stats
- * (the queue must be finished). */
-void bn_ocl_collect(bn_ocl *o);
 /* Adds an enqueued command's event to the pending list (timed at the next
  * collect); finishes the queue first when the list is full. */
 bitnet_status bn_ocl_pending_push(bn_ocl *o, cl_event ev, const char *op, int kind, uint64_t bytes);

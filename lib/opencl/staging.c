@@ -224,6 +224,21 @@ bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const siz
     return BITNET_OK;
 }
 
+bitnet_status bn_ocl_staged_wait(bn_ocl *o, const void *host, size_t bytes)
+{
+    for (size_t i = 0; host && i < o->npins; i++) {
+        bn_ocl_pin *p = &o->pins[i];
+        if (p->ptr != host || !p->busy) continue;
+        const double t0 = bn_now_ms();
+        cl_int err = clWaitForEvents(1, &p->busy);
+        clReleaseEvent(p->busy);
+        p->busy = NULL;
+        if (err != CL_SUCCESS) return bn_cl_fail(err, "clWaitForEvents(1, &staged)", __FILE__, __LINE__);
+        bn_ocl_stat_transfer(o, 0, bytes, bn_now_ms() - t0);
+    }
+    return BITNET_OK;
+}
+
 void bn_ocl_staged_release(bn_ocl *o, const void *host)
 {
     for (size_t i = 0; host && i < o->npins; i++)

@@ -571,10 +571,15 @@ static void test_host_activations(void **state)
     assert_int_equal(bitnet_quantize_acts(cpu, x, T, in, xq, xs), BITNET_OK);
     bitnet_buffer *dxq = up(ocl, xq, T * in), *dxs = up(ocl, xs, T * 4);
     bitnet_bitlinear_io io;
-    /* the device's own kernels, then the NVIDIA ones emulated (these take the code sums) */
-    static const char *const envs[] = {NULL, "BITNET_MMA_EMULATE", "BITNET_GEMV_NV_EMULATE"};
+    /* the device's own kernels, then the NVIDIA ones emulated (these take
+     * the code sums), then in blocks of 800 tokens (uneven: 800, 800, 500) */
+    static const char *const envs[][2] = {{NULL, NULL},
+                                          {"BITNET_MMA_EMULATE", "1"},
+                                          {"BITNET_GEMV_NV_EMULATE", "1"},
+                                          {"BITNET_OCL_BLOCK_TOKENS", "800"}};
     for (size_t e = 0; e < sizeof envs / sizeof *envs; e++) {
-        if (envs[e]) setenv(envs[e], "1", 1);
+        if (envs[e][0]) setenv(envs[e][0], envs[e][1], 1);
+        for (uint64_t i = 0; i < T * out; i++) y[i] = -7.0f; /* nothing stale passes */
         io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = m.bias, .y = y};
         assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
         bitnet_bitlinear_io iod = {.tokens = T, .x = D(dx), .bias = m.bias, .y = D(dy)};
@@ -592,7 +597,7 @@ static void test_host_activations(void **state)
             assert_memory_equal(yk, y, T * out * 4);
             free(yk);
         }
-        if (envs[e]) unsetenv(envs[e]);
+        if (envs[e][0]) unsetenv(envs[e][0]);
     }
     /* NaN and Inf in the second piece (from token 1985), apart: the first is named */
     x[2090 * in + 4096] = NAN;
@@ -602,6 +607,15 @@ static void test_host_activations(void **state)
     assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
     assert_non_null(strstr(bitnet_error_detail(), "(token 2040)"));
     for (uint64_t i = 0; i < T * out; i++) assert_true(y[i] == -7.0f);
+    /* the same in blocks: found in the third, after two were enqueued */
+    setenv("BITNET_OCL_BLOCK_TOKENS", "800", 1);
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "(token 2040)"));
+    for (uint64_t i = 0; i < T * out; i++) assert_true(y[i] == -7.0f);
+    setenv("BITNET_OCL_BLOCK_TOKENS", "many", 1);
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_INVALID);
+    assert_non_null(strstr(bitnet_error_detail(), "BITNET_OCL_BLOCK_TOKENS"));
+    unsetenv("BITNET_OCL_BLOCK_TOKENS");
     x[0] = NAN; /* and in the first */
     assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
     assert_non_null(strstr(bitnet_error_detail(), "(token 0)"));

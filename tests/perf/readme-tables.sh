@@ -401,8 +401,9 @@ if [ "$mode" = peers ]; then
     r=$first
     while [ "$r" -le "$runs" ]; do
         case " $parts " in *" bitlinear "*)
-            measure_run peers-bl "$r" $PB --tokens "$PT"
-            [ -z "$PTN" ] || measure_run peers-bl-nc "$r" $PBN --tokens "$PTN"
+            # one block per call: the whole product's kernels, as cuBLAS does it
+            BITNET_OCL_BLOCK_TOKENS=0 measure_run peers-bl "$r" $PB --tokens "$PT"
+            [ -z "$PTN" ] || BITNET_OCL_BLOCK_TOKENS=0 measure_run peers-bl-nc "$r" $PBN --tokens "$PTN"
             # shellcheck disable=SC2046 # the shapes, one argument each
             [ $have_torch = 0 ] || torch_run peers-bf16 "$r" env TOKENS="$BT" "$PYTHON" tests/device/cublas_bf16.py $(echo "$PS" | tr , ' ')
             ;;
@@ -501,8 +502,8 @@ elif [ "$mode" = peers ]; then
     fi
     [ -z "$torch_failed" ] || echo "These torch runs failed (their cells show -):$torch_failed."
     case " $parts " in *" bitlinear "*)
-        set -- "bitnet-bench $PB --tokens $PT"
-        [ -z "$PTN" ] || set -- "$@" "bitnet-bench $PBN --tokens $PTN"
+        set -- "BITNET_OCL_BLOCK_TOKENS=0 bitnet-bench $PB --tokens $PT"
+        [ -z "$PTN" ] || set -- "$@" "BITNET_OCL_BLOCK_TOKENS=0 bitnet-bench $PBN --tokens $PTN"
         [ $have_torch = 0 ] || set -- "$@" "TOKENS=$BT $PYTHON tests/device/cublas_bf16.py $(echo "$PS" | tr , ' ')"
         section "BitLinear against cuBLAS bf16 and torch._int_mm (kernel medians, weights kept, row scales; $(nruns peers-bl))" "$@"
         peers_bitlinear

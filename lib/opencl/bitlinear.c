@@ -606,7 +606,8 @@ static bitnet_status block_tokens(const bn_ocl_caps *caps, uint64_t T, uint64_t 
         if (b < BLOCK_MIN) b = BLOCK_MIN;
     }
     const uint64_t cap = BLOCK_OUT_BYTES / (out * sizeof(float)); /* out * 4 fits: bn_bitlinear_check */
-    if (b > cap) b = cap ? cap : 1;
+    if (cap == 0) return BITNET_OK; /* not one token's output fits a staging buffer */
+    if (b > cap) b = cap;
     /* every block's output stays in staging memory until the last is enqueued */
     if (b < T && T * out <= BLOCK_HELD_BYTES / sizeof(float)) *tb = b;
     return BITNET_OK;

@@ -550,9 +550,10 @@ static void test_late_error(void **state)
 
 /* Activations in host memory are quantized (float) or padded (int8) by the
  * host into the staging memory of their upload, in pieces of up to 8 MiB
- * (here two: 8.9 MB of codes) on several threads; from device memory the device does it
- * (q_acts_rows, q_pad_i8).  Both must give the same bits, and a NaN must be
- * told with the first token holding one, the output left as it was. */
+ * (here two: 8.9 MB of codes) on several threads; from device memory the
+ * device does it (q_acts_rows, q_pad_i8).  Both must give the same bits,
+ * also in blocks of tokens, and a NaN must be told with the first token
+ * holding one, the output left as it was. */
 static void test_host_activations(void **state)
 {
     (void)state;

@@ -120,7 +120,17 @@
  * 61.1-62.0 and 4096x14336 29.2-29.8 / 26.8-31.3 / 28.0-34.2 against
  * 27.8-31.2 / 30.8-36.4 / 35.2-38.8 (no width between 4096 and 14336 was
  * measured).  Other settings at 9 to 16 tokens (2 row tiles, 4 warps, 8
- * tiles of 4 warps, 2 segments in flight) were slower or equal. */
+ * tiles of 4 warps, 2 segments in flight) were slower or equal.
+ * Tried and not kept (H100, 2026-11-27, two rounds, kernel medians of the
+ * product, 2/4/8 tokens): the next step's codes loaded into registers
+ * while this one is computed (a -DSK_P switch, built and checked under
+ * emulation, then deleted): 16384x16384 43.5-44.7 / 44.0-44.7 / 47.4-47.6
+ * us against 34.3-34.4 / 35.2-35.5 / 37.9-38.0, 14336x4096 18.9-22.6
+ * against 14.4-17.3; with 2 row tiles it won only on the narrow rows
+ * (4096x4096 10.4-11.5 against 12.3-13.4 us, 4096x14336 at 2 and 4 tokens
+ * 18.8-21.2 against 20.4-20.9) and lost on the wide ones (16384x16384 at 8
+ * tokens 56-57 us).  2 row tiles alone: 4096x4096 11.4-12.1 us against
+ * 12.3-13.4 at 2 to 8 tokens, slower on the three other shapes. */
 #define MMA_SKINNY_MAX 8
 #define MMA_SKINNY_WIDE 16
 #define MMA_SKINNY_IN 8192

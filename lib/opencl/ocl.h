@@ -41,10 +41,11 @@ uint64_t bn_ocl_kept_bytes(const bn_ocl *o);
 bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src, size_t bytes);
 bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, size_t bytes);
 /* An upload whose bytes the host writes straight into staging memory:
- * fill(o, ctx, dst, at, n) writes bytes [at, at + n) at dst, in order of at,
- * in pieces of up to 8 MiB, each (but the last) a whole number of `unit`
- * bytes; a failure of fill stops the upload (pieces before it may be
- * enqueued) and is returned. */
+ * fill(o, ctx, dst, at, n) writes bytes [at, at + n) at dst, in order of at.
+ * With unit 1 (bn_ocl_upload's copy) in about four pieces; with a larger
+ * unit in one piece up to 8 MiB, else in pieces of at most 8 MiB, each (but
+ * the last) a whole number of `unit` bytes.  A failure of fill stops the
+ * upload (pieces before it may be enqueued) and is returned. */
 typedef bitnet_status (*bn_ocl_fill_fn)(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n);
 bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t bytes, size_t unit, bn_ocl_fill_fn fill,
                                  void *ctx);

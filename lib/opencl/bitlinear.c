@@ -319,12 +319,13 @@ static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_
 }
 
 /* One call, or one block of tokens of a call (tbase: its first token's
- * number, for messages).  With `staged` not NULL (host activations and a
- * host float output only) the output is not downloaded: its read into
- * pinned staging memory is enqueued and *staged set to where it lands
- * (bn_ocl_staged_wait, then bn_ocl_staged_release). */
-static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, uint64_t tbase,
-                            const void **staged)
+ * number, for messages).  host_q: the activations are in host memory
+ * (bn_ocl_bitlinear asks once per call).  With `staged` not NULL (host
+ * activations and a host float output only) the output is not downloaded:
+ * its read into pinned staging memory is enqueued and *staged set to where
+ * it lands (bn_ocl_staged_wait, then bn_ocl_staged_release). */
+static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, int host_q,
+                            uint64_t tbase, const void **staged)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const uint64_t T = io->tokens, in = w->in, out = w->out;
@@ -399,8 +400,6 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     /* the activations: quantized (float in) or padded (int8 in), with the
      * per-token code sums (int32 like every sum of the op), by the host where
      * they are in host memory, else on the device */
-    const int host_q = io->x ? bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
-                             : bn_ocl_is_host(o, io->xq, (size_t)(T * in)) && bn_ocl_is_host(o, io->xs, tb);
     if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, &sq, &hs, &hsum)) != BITNET_OK
                : (st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum)))
         goto out;
@@ -627,13 +626,13 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
 {
     bn_ocl *o = ctx;
     const uint64_t T = io->tokens, in = w->in, out = w->out;
-    const int host_io = io->y && !io->yq && bn_ocl_is_host(o, io->y, (size_t)(T * out) * sizeof(float)) &&
-                        (io->x ? bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
-                               : bn_ocl_is_host(o, io->xq, (size_t)(T * in)) &&
-                                     bn_ocl_is_host(o, io->xs, (size_t)T * sizeof(float)));
+    const int host_q = io->x ? bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
+                             : bn_ocl_is_host(o, io->xq, (size_t)(T * in)) &&
+                                   bn_ocl_is_host(o, io->xs, (size_t)T * sizeof(float));
+    const int host_io = host_q && io->y && !io->yq && bn_ocl_is_host(o, io->y, (size_t)(T * out) * sizeof(float));
     uint64_t tb = T;
     bitnet_status st = host_io ? block_tokens(bn_ocl_get_caps(o), T, out, &tb) : BITNET_OK;
-    if (st != BITNET_OK || tb >= T) return st ? st : bl_one(o, w, io, 0, NULL);
+    if (st != BITNET_OK || tb >= T) return st ? st : bl_one(o, w, io, host_q, 0, NULL);
     const uint64_t nb = (T + tb - 1) / tb;
     const void **staged = calloc(nb, sizeof *staged);
     if (!staged) return bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
@@ -648,20 +647,17 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
             bio.xs = io->xs + t0;
         }
         bio.y = io->y + t0 * out;
-        st = bl_one(o, w, &bio, t0, &staged[b]);
+        st = bl_one(o, w, &bio, 1, t0, &staged[b]);
+    }
+    for (uint64_t k = 0; st == BITNET_OK && k < nb; k++) { /* in order: each wait finds the later blocks running */
+        const uint64_t t0 = k * tb, n = T - t0 < tb ? T - t0 : tb;
+        const size_t bytes = (size_t)(n * out) * sizeof(float);
+        st = bn_ocl_staged_wait(o, staged[k], bytes);
+        if (st == BITNET_OK) bn_parallel_memcpy(bn_ocl_host_pool(o), io->y + t0 * out, staged[k], bytes);
     }
     if (st != BITNET_OK) bn_ocl_drain(o); /* no read stays in flight into staging memory */
-    for (uint64_t k = 0; k < nb; k++) { /* in order: each wait finds the later blocks still running */
-        if (st == BITNET_OK && staged[k]) {
-            const uint64_t t0 = k * tb, n = T - t0 < tb ? T - t0 : tb;
-            const size_t bytes = (size_t)(n * out) * sizeof(float);
-            st = bn_ocl_staged_wait(o, staged[k], bytes);
-            if (st == BITNET_OK) bn_parallel_memcpy(bn_ocl_host_pool(o), io->y + t0 * out, staged[k], bytes);
-        }
-        bn_ocl_staged_release(o, staged[k]);
-    }
-    if (st != BITNET_OK) bn_ocl_drain(o);
-    else bn_ocl_collect(o); /* the queue is idle up to the last read: time what ran */
+    else bn_ocl_collect(o);               /* the queue is idle up to the last read: time what ran */
+    for (uint64_t k = 0; k < nb; k++) bn_ocl_staged_release(o, staged[k]);
     free(staged);
     return st;
 }

@@ -302,10 +302,39 @@ static size_t chunk_blocks(const bl_job *j)
     return cb < 2 ? 2 : cb;
 }
 
+/* The pass kernels read a row's chunk of nb blocks, then the next row's,
+ * rb bytes further: runs of a few KiB that the hardware prefetcher starts
+ * over at every row.  The chunk of the row BL_PF_CHUNK bytes of chunks ahead
+ * (one row at least) is prefetched into L2 before each row is computed,
+ * never past row pf_end.  Measured on a 2-vCPU AMD EPYC VM (AVX2), the
+ * AVX2 pass kernel alone on 4 tokens, chunks of 64 blocks (2 KiB), best of
+ * 30 rounds: 4096 rows of 14336 in the L3 10.9-13.5 TSC cycles per block
+ * and token without, 4.1-4.9 one row ahead, 3.5-5.7 two rows ahead, 5.2-6.5
+ * three; 16384 rows (from memory) 12.7-12.8 against 6.0-6.8 two rows
+ * ahead.  The whole call on the same VM, 4096 x 14336, three alternating
+ * rounds of bitnet-bench --op copy,bitlinear --tokens 1,4,8,64 --scale
+ * tensor (weights rotated, 2 threads), before / after: 4 tokens 3.5-4.3 /
+ * 2.4-3.7 ms, 8 tokens 5.2-7.5 / 3.8-4.6 ms; with --llc 1 --threads 1: 4
+ * tokens 5.8-6.3 / 3.3-4.4 ms, 8 tokens 8.0-10.3 / 6.7-7.6 ms; 64 tokens
+ * (bound by the arithmetic) and one token (the gemv kernel) unchanged.
+ * always_inline: a function of prefetches alone has no effects by the
+ * compiler's reckoning, and gcc 12 deleted its calls at -O2.
+ * Tried and not kept (same VM, 6 alternating rounds of 8 tokens, one
+ * thread, --llc 1): rows outside the token passes, with chunks sized for
+ * all 8 tokens (each row's chunk read once for both passes): 6.2-9.3 ms
+ * against 6.4-8.0. */
+#define BL_PF_CHUNK 4096
+static inline __attribute__((always_inline)) void pf_chunk(const bl_job *j, uint64_t row, size_t c0, size_t nb)
+{
+    const char *p = (const char *)(j->w->t2 + row * j->rb + c0 * BITNET_T2_BLOCK_BYTES);
+    for (size_t l = 0; l < nb * BITNET_T2_BLOCK_BYTES; l += 64) __builtin_prefetch(p + l, 0, 2); /* 2: into L2 */
+}
+
 /* Integer sums of rows [begin, end) over blocks [c0, c0 + nb) for all tokens,
  * added into part[(o - begin) * T + t].  One token with whole rows goes to
  * the prefetching gemv kernel, which may prefetch up to the end of row
- * pf_end (the end of the caller's piece). */
+ * pf_end (the end of the caller's piece); the pass kernels' chunks are
+ * prefetched here (pf_chunk). */
 static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0, size_t nb, int32_t *part,
                        uint64_t pf_end)
 {
@@ -316,6 +345,8 @@ static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0,
         return;
     }
     const int tpp = j->k->tokens_per_pass;
+    const size_t cbytes = nb * BITNET_T2_BLOCK_BYTES;
+    const uint64_t ahead = (BL_PF_CHUNK + cbytes - 1) / cbytes; /* rows, >= 1 */
     int32_t acc[BN_T2_MAXT], acc1[BN_T2_MAXT];
     for (uint64_t t0 = 0; t0 < T; t0 += (uint64_t)tpp) {
         const int nt = T - t0 < (uint64_t)tpp ? (int)(T - t0) : tpp;
@@ -323,6 +354,8 @@ static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0,
         uint64_t o = begin;
         if (j->k->dot2 && nt > 1)
             for (; o + 2 <= end; o += 2) {
+                if (o + ahead < pf_end) pf_chunk(j, o + ahead, c0, nb);
+                if (o + ahead + 1 < pf_end) pf_chunk(j, o + ahead + 1, c0, nb);
                 const uint8_t *r0 = j->w->t2 + o * j->rb + c0 * BITNET_T2_BLOCK_BYTES;
                 j->k->dot2(r0, r0 + j->rb, x, j->xstride, nt, nb, acc, acc1);
                 int32_t *p0 = part + (o - begin) * T + t0, *p1 = p0 + T;
@@ -332,6 +365,7 @@ static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0,
                 }
             }
         for (; o < end; o++) {
+            if (o + ahead < pf_end) pf_chunk(j, o + ahead, c0, nb);
             j->k->dot(j->w->t2 + o * j->rb + c0 * BITNET_T2_BLOCK_BYTES, x, j->xstride, nt, nb, acc);
             int32_t *p0 = part + (o - begin) * T + t0;
             for (int i = 0; i < nt; i++) p0[i] += acc[i];

@@ -317,6 +317,10 @@ static size_t chunk_blocks(const bl_job *j)
  * 2.4-3.7 ms, 8 tokens 5.2-7.5 / 3.8-4.6 ms; with --llc 1 --threads 1: 4
  * tokens 5.8-6.3 / 3.3-4.4 ms, 8 tokens 8.0-10.3 / 6.7-7.6 ms; 64 tokens
  * (bound by the arithmetic) and one token (the gemv kernel) unchanged.
+ * On an H100 machine's 16-core Xeon host (AVX-512 VNNI level forced, which
+ * is what runs 2 to 7 tokens there; weights rotated; three alternating
+ * rounds, us): 2 tokens 256-267 / 227-274, 4 tokens 323-338 / 274-289, 8
+ * tokens 470-491 / 384-431.
  * always_inline: a function of prefetches alone has no effects by the
  * compiler's reckoning, and gcc 12 deleted its calls at -O2.
  * Tried and not kept (same VM, 6 alternating rounds of 8 tokens, one

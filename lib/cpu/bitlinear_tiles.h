@@ -35,7 +35,15 @@
  * tokens 368-410 / 337-368 / 360-417, 16 tokens 410-468 / 377-404 /
  * 395-440, 64 tokens 822-832 / 762-795 / 797-844, 256 tokens 2908-3040 /
  * 2795-3103 / 3008-3075 (VNNI, for comparison: 369-406, 636-723,
- * 2302-2408, 8319-9314).  0 turns it off. */
+ * 2302-2408, 8319-9314).  0 turns it off.
+ * Tried and not kept (same kind of host, four alternating rounds, us):
+ * both steps of a block per iteration, decoded from one load of each row
+ * into two A tiles, with the second B tile in tile 7.  Interleaved per
+ * token tile: 8 tokens 357-394 against 385-427, 64 tokens 953-1101
+ * against 784-890.  All of the first A tile's products, then the
+ * second's: 8 tokens 326-359 against 373-396, 16 tokens 336-390 against
+ * 407-434, but 64 tokens 973-1130 against 802-874 and 256 tokens
+ * 3681-4646 against 3244-3379. */
 #ifndef TILES_PF
 #define TILES_PF 512
 #endif

@@ -43,7 +43,11 @@
  * against 784-890.  All of the first A tile's products, then the
  * second's: 8 tokens 326-359 against 373-396, 16 tokens 336-390 against
  * 407-434, but 64 tokens 973-1130 against 802-874 and 256 tokens
- * 3681-4646 against 3244-3379. */
+ * 3681-4646 against 3244-3379.  Each step's A decoded one or two steps
+ * ahead into a ring of four buffers (so that a tile load never follows the
+ * stores that wrote its data closely), three alternating rounds: 64 tokens
+ * 796-837 and 789-817 against 792-899, 256 tokens 3156-3513 and 3051-3498
+ * against 3287-3504, 8 and 16 tokens as mixed: within the noise. */
 #ifndef TILES_PF
 #define TILES_PF 512
 #endif

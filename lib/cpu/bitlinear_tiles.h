@@ -47,7 +47,40 @@
  * ahead into a ring of four buffers (so that a tile load never follows the
  * stores that wrote its data closely), three alternating rounds: 64 tokens
  * 796-837 and 789-817 against 792-899, 256 tokens 3156-3513 and 3051-3498
- * against 3287-3504, 8 and 16 tokens as mixed: within the noise. */
+ * against 3287-3504, 8 and 16 tokens as mixed: within the noise.
+ *
+ * Where the time goes (2026-11-28, a microbenchmark of this function alone
+ * on such a host, one thread, 256 rows of 14336 columns in L2, ns per step
+ * of 16 rows, 64 tokens): the four products alone 27; with the four B tile
+ * loads from L2 89; with the A decode and its tile load 153 (the decode
+ * without the tile load 122).  So each step paid about 60 ns for B and 60
+ * for A, where the products take 27.
+ * Now (same microbenchmark, another machine of the kind, ns per step, 16 /
+ * 64 tokens): the step of before 44 / 98; both steps of a block decoded
+ * from one load of each row 33 / 94 (with AVX-512 instructions 31 / 94);
+ * that AVX-512 decode of block b + 1 done while the tile unit works on
+ * block b 28 / 83, and with all 16 threads and the weights from memory
+ * 60-69 / 155-161 against 78 / 164-186.  What is kept is the AVX2 decode
+ * one block ahead (the emulated test path runs the same decode), measured
+ * only through bitnet-bench on the host, 4096 x 14336, weights rotated,
+ * three alternating rounds, medians in us, before / after (both with
+ * 64-row pieces, 4 per thread): 8 tokens 343-396 / 290-340, 16
+ * tokens 368-412 / 325-333, 64 tokens 736-790 / 720-786, 256 tokens
+ * 2860-3224 / 2881-3201.
+ * Tried and not kept, the same day: A in tiles 4 and 5 by turns and B in
+ * tiles 6 and 7 by turns (so that no tile load waits for the product that
+ * reads the tile before), and 2 x 2 blocking (two row tiles x two token
+ * tiles, A in tiles 4 and 5, B in 6 and 7: half the B loads, twice the
+ * decodes).  bitnet-bench as above, the one-B-tile step of before against
+ * the two: 64 tokens 786-874 / 948-1061 / 929-1113, 256 tokens 2909-3201 /
+ * 3653-5064 / 3682-3726; the microbenchmark agreed (one thread, 64 tokens,
+ * ns per step: 153 / 213 / 215).  The k range in chunks of 4 or 8 blocks,
+ * each chunk run by all the row tiles of a call (so that the chunk's B
+ * stays in L1, the C tiles kept in memory between chunks) was faster on
+ * one thread from L2 (64 tokens 83 -> 65-73 ns a step) and slower with 16
+ * threads and the weights from memory (155-161 -> 179-238): each row then
+ * reads its codes in short runs.
+ */
 #ifndef TILES_PF
 #define TILES_PF 512
 #endif
@@ -55,31 +88,56 @@
 #define TILES_RB 16 /* row tiles sharing each pass over the packed activations */
 #endif
 
-/* A: rows [0, nr) of 16 from t2 (rows rb bytes apart), columns 64 s ..,
- * codes as bytes; rows past nr are zero.  AVX2. */
-static inline void tiles_decode(const uint8_t *t2, size_t rb, uint64_t nr, size_t s, uint8_t *a)
+/* A of both steps of block b: rows [0, nr) of 16 from t2 (rows rb bytes
+ * apart), the codes of columns 128 b + [0, 64) into a0 and of 128 b +
+ * [64, 128) into a1, as bytes, from one load of each row; rows past nr are
+ * zero.  AVX2. */
+static inline void tiles_decode(const uint8_t *t2, size_t rb, uint64_t nr, size_t b, uint8_t *a0, uint8_t *a1)
 {
     const __m256i three = _mm256_set1_epi8(3);
-    const size_t b = s / 2;
-    const int sh = 4 * (int)(s % 2);
     uint64_t r = 0;
     for (; r < nr; r++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(t2 + r * rb + 32 * b));
-        const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(sh)), three);
-        const __m256i hi = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(sh + 2)), three);
-        _mm256_store_si256((__m256i *)(a + 64 * r), lo);
-        _mm256_store_si256((__m256i *)(a + 64 * r + 32), hi);
+        _mm256_store_si256((__m256i *)(a0 + 64 * r), _mm256_and_si256(v, three));
+        _mm256_store_si256((__m256i *)(a0 + 64 * r + 32), _mm256_and_si256(_mm256_srli_epi16(v, 2), three));
+        _mm256_store_si256((__m256i *)(a1 + 64 * r), _mm256_and_si256(_mm256_srli_epi16(v, 4), three));
+        _mm256_store_si256((__m256i *)(a1 + 64 * r + 32), _mm256_and_si256(_mm256_srli_epi16(v, 6), three));
     }
-    if (r < 16) memset(a + 64 * r, 0, (size_t)(16 - r) * 64);
+    if (r < 16) {
+        memset(a0 + 64 * r, 0, (size_t)(16 - r) * 64);
+        memset(a1 + 64 * r, 0, (size_t)(16 - r) * 64);
+    }
 }
+
+/* Step s: A from buffer ab into tile 4, then each token tile's B into tile
+ * 5 and its product. */
+#define TILES_STEP(ab, s)                                                                                    \
+    do {                                                                                                     \
+        TILE_LOAD(4, ab, 64);                                                                                \
+        TILE_LOAD(5, xb + (s)*1024, 64);                                                                     \
+        TILE_DP(0, 4, 5);                                                                                    \
+        if (nq > 1) {                                                                                        \
+            TILE_LOAD(5, xb + tstride + (s)*1024, 64);                                                       \
+            TILE_DP(1, 4, 5);                                                                                \
+        }                                                                                                    \
+        if (nq > 2) {                                                                                        \
+            TILE_LOAD(5, xb + 2 * tstride + (s)*1024, 64);                                                   \
+            TILE_DP(2, 4, 5);                                                                                \
+        }                                                                                                    \
+        if (nq > 3) {                                                                                        \
+            TILE_LOAD(5, xb + 3 * tstride + (s)*1024, 64);                                                   \
+            TILE_DP(3, 4, 5);                                                                                \
+        }                                                                                                    \
+    } while (0)
 
 /* acc[r * ldacc + t] = sum over columns of code * x for rows [0, nr) of t2
  * and tokens [0, 16 ntt) (packed in xpack: ntt x nsteps tiles of 1 KiB). */
 void TILES_FN(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
               int32_t *acc, size_t ldacc)
 {
-    _Alignas(64) uint8_t a[16 * 64];
+    _Alignas(64) uint8_t a[2][2][16 * 64]; /* [block parity][step of the block] */
     _Alignas(64) int32_t c[4][16 * 16];
+    const size_t nblk = (nsteps + 1) / 2;  /* blocks of 128 columns; the last may have one step */
     TILE_CONFIG();
     /* TILES_RB row tiles take each pass of (up to) four token tiles in turn,
      * so that the pass's packed activations (nsteps KiB per token tile) are
@@ -94,32 +152,23 @@ void TILES_FN(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, ui
             const size_t tstride = nsteps * 1024;
             for (uint64_t r0 = rb0; r0 < rbend; r0 += 16) {
                 const uint64_t rows = nr - r0 < 16 ? nr - r0 : 16;
+                const uint8_t *w = t2 + r0 * rb;
                 TILE_ZERO(0);
                 TILE_ZERO(1);
                 TILE_ZERO(2);
                 TILE_ZERO(3);
-                for (size_t s = 0; s < nsteps; s++) {
+                /* block b + 1 is decoded while the tile unit works on block b */
+                tiles_decode(w, rb, rows, 0, a[0][0], a[0][1]);
+                for (size_t b = 0; b < nblk; b++) {
+                    const int cur = (int)(b & 1);
 #if TILES_PF
-                    if (s % 4 == 0 && 16 * s + TILES_PF < rb)
+                    if (b % 2 == 0 && 32 * b + TILES_PF < rb)
                         for (uint64_t r = 0; r < rows; r++)
-                            _mm_prefetch((const char *)(t2 + (r0 + r) * rb + 16 * s + TILES_PF), _MM_HINT_T0);
+                            _mm_prefetch((const char *)(w + r * rb + 32 * b + TILES_PF), _MM_HINT_T0);
 #endif
-                    tiles_decode(t2 + r0 * rb, rb, rows, s, a);
-                    TILE_LOAD(4, a, 64);
-                    TILE_LOAD(5, xb + s * 1024, 64);
-                    TILE_DP(0, 4, 5);
-                    if (nq > 1) {
-                        TILE_LOAD(5, xb + tstride + s * 1024, 64);
-                        TILE_DP(1, 4, 5);
-                    }
-                    if (nq > 2) {
-                        TILE_LOAD(5, xb + 2 * tstride + s * 1024, 64);
-                        TILE_DP(2, 4, 5);
-                    }
-                    if (nq > 3) {
-                        TILE_LOAD(5, xb + 3 * tstride + s * 1024, 64);
-                        TILE_DP(3, 4, 5);
-                    }
+                    TILES_STEP(a[cur][0], 2 * b);
+                    if (b + 1 < nblk) tiles_decode(w, rb, rows, b + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
+                    if (2 * b + 1 < nsteps) TILES_STEP(a[cur][1], 2 * b + 1);
                 }
                 TILE_STORE(0, c[0], 64);
                 TILE_STORE(1, c[1], 64);

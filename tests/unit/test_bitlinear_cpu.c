@@ -181,11 +181,12 @@ static void test_tiles(void **state)
     if (strcmp(bitnet_cpu_simd_name(), "scalar") == 0) skip(); /* the decode needs AVX2 */
     /* rows: under one tile, one, one and one more, several, more than one
      * block of TILES_RB (16) row tiles with a short last tile; tokens: half a
-     * tile, 1 + one, 4 tiles (one pass), 5 tiles (a second pass of one);
-     * in: one block, an odd block count, a short last block */
+     * tile, 1 + one, 3 tiles, 4 tiles (one pass), 5 tiles (a second pass of
+     * one); in: one block (one step of 64 columns), two steps, an odd block
+     * count, a short last block (an odd step count) */
     static const uint64_t ins[] = {17, 128, 255, 4097};
     static const uint64_t nrs[] = {1, 15, 16, 17, 50, 300};
-    static const uint64_t toks[] = {8, 17, 64, 65};
+    static const uint64_t toks[] = {8, 17, 40, 64, 65};
     int bad = 0, n = 0;
     const int native = strcmp(bitnet_cpu_simd_name(), "amx") == 0;
     for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)

@@ -590,6 +590,22 @@ static void requant_tokens(void *arg, uint64_t begin, uint64_t end)
  * The one-token kernel prefetches ahead only inside its piece, so each piece
  * starts cold: with 64 KiB pieces 2 threads took 0.86-1.17 ms (median) for
  * 4096 x 14336 against 0.53-1.05 ms with 1 MiB pieces (busy 2-core VM). */
+/* The tiles are bound by the tile unit, not by memory: their pieces are
+ * whole row tiles, at least as many per thread as below (never larger than
+ * the pieces above), so that the threads end together.  The rule above gave
+ * 4096 x 14336 on 16 threads 52 pieces of 80 rows, and the threads that took
+ * a fourth piece held up the call.  Up to four token tiles (one pass over the
+ * packed activations, which stay in L2 from piece to piece) small pieces
+ * cost nothing; with more, each piece reads every pass's activations again,
+ * so they are larger.  An H100 machine's 16-core host (AMX), 4096 x 14336,
+ * weights rotated, three alternating rounds, medians in us:
+ *   tile kernel of 11826c8:  80-row pieces / 64 rows (4 per thread):
+ *     64 tokens 796-830 / 736-790, 256 tokens 3089-3469 / 2860-3224
+ *   blocks decoded ahead:    4 per thread / 8 per thread:
+ *     64 tokens 720-786 / 727-741, 256 tokens 2881-3201 / 3280-3457
+ * 8 and 16 tokens within the noise. */
+#define BL_TILE_PIECES_1 8 /* pieces per thread, up to four token tiles */
+#define BL_TILE_PIECES_N 4 /* more */
 #ifndef BL_PIECE
 #define BL_PIECE (1u << 20)
 #endif
@@ -631,6 +647,11 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     j.rows_fn = j.tiles ? rows_tiles : group ? rows_group : rows_tensor_row;
     /* a multiple of 16: whole tiles, whole passes of the two-row kernel and of the 8-row group chains */
     j.piece_rows = (piece / j.rb + 16) & ~(uint64_t)15;
+    if (j.tiles) {
+        const uint64_t nrt = (out + 15) / 16, want = (j.ntt <= 4 ? BL_TILE_PIECES_1 : BL_TILE_PIECES_N) * threads;
+        const uint64_t rows = 16 * ((nrt + want - 1) / want);
+        if (rows < j.piece_rows) j.piece_rows = rows;
+    }
     j.npieces = (out + j.piece_rows - 1) / j.piece_rows;
     /* the partial sums of one thread's piece: tiles, group chains or row passes */
     j.acc_elems = j.tiles ? (size_t)(j.piece_rows * j.ntt * 16)

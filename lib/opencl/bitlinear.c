@@ -337,7 +337,8 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
      * (float, or int8 + s re-quantized from a float scratch) */
     bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0};
     /* scratch: padded codes, their scales and sums, per-token flags */
-    bn_ocl_arg sq = {0}, ss = {0}, ssum = {0}, sflag = {0};
+    bn_ocl_arg sq = {0}, ss = {0}, ssum = {0};
+    cl_mem sflag = NULL; /* bn_ocl_flag_get */
     cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL, bsum = NULL;
     cl_mem hs = NULL, hsum = NULL; /* host-made activations: sub-buffers of sq (hq_upload) */
     uint32_t *flags = NULL;
@@ -427,11 +428,11 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
             qopts = qbuf;
         }
         if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) || (st = bn_ocl_scratch(o, tb, &ss)) ||
-            (!flags_behind && (st = bn_ocl_scratch(o, tb, &sflag))) ||
+            (!flags_behind && (st = bn_ocl_flag_get(o, (size_t)T, &sflag))) ||
             (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kq)))
             goto out;
         const cl_ulong c_foff = flags_behind ? ybytes / 4 : 0;
-        cl_mem fm = flags_behind ? ay.m : sflag.m;
+        cl_mem fm = flags_behind ? ay.m : sflag;
         const size_t gq = (size_t)T * rwg;
         if ((st = bn_ocl_args(o, kq, 8, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof sq.m,
                               &sq.m, sizeof ss.m, &ss.m, sizeof ssum.m, &ssum.m, sizeof fm, &fm, sizeof c_foff,
@@ -512,41 +513,41 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         goto out;
     if (io->yq) { /* re-quantized on the device (q_acts, the bits of the CPU's) */
         cl_kernel kr;
-        bn_ocl_arg rflag = {0};
+        cl_mem rflag = NULL;
         const size_t rglobal = (size_t)T * qwg;
         if ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
-            (st = bn_ocl_scratch(o, 4, &rflag)) || (st = bn_ocl_kernel(o, "quantize", "q_acts", "-DQ_WG=64", &kr)))
+            (st = bn_ocl_flag_get(o, 1, &rflag)) || (st = bn_ocl_kernel(o, "quantize", "q_acts", "-DQ_WG=64", &kr)))
             goto out_r;
         const cl_uint zero = 0;
-        if ((st = bn_ocl_upload(o, rflag.m, 0, &zero, sizeof zero)) ||
+        if ((st = bn_ocl_upload(o, rflag, 0, &zero, sizeof zero)) ||
             (st = bn_ocl_args(o, kr, 5, sizeof by, &by, sizeof c_out, &c_out, sizeof ayq.m, &ayq.m, sizeof ays.m,
-                              &ays.m, sizeof rflag.m, &rflag.m)) ||
+                              &ays.m, sizeof rflag, &rflag)) ||
             (st = bn_ocl_run(o, kr, 1, &rglobal, &qwg, "bitlinear")))
             goto out_r;
         if (bn_ocl_resident(&ayq) && bn_ocl_resident(&ays)) {
-            if ((st = bn_ocl_defer_check(o, rflag.m, "bitlinear: output holds NaN or Inf")) == BITNET_OK)
-                memset(&rflag, 0, sizeof rflag); /* the check owns it */
+            if ((st = bn_ocl_defer_check(o, rflag, "bitlinear: output holds NaN or Inf")) == BITNET_OK)
+                rflag = NULL; /* the check owns it */
         } else {
             cl_uint f = 0;
-            if (!(st = bn_ocl_download(o, rflag.m, 0, &f, sizeof f)) && f)
+            if (!(st = bn_ocl_download(o, rflag, 0, &f, sizeof f)) && f)
                 st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf");
         }
     out_r:
-        st = bn_ocl_done(o, &rflag, st);
+        bn_ocl_flag_put(o, rflag);
         if (st) goto out;
     }
     /* the input's NaN flags (device-quantized): with a host output read now, else at the next wait */
     if (io->x && !host_q) {
         const int host_out = io->yq ? !bn_ocl_resident(&ayq) : flags_behind;
         if (!host_out) {
-            st = bn_ocl_defer_check_n(o, sflag.m, (size_t)T, "bitlinear: input holds NaN or Inf");
-            if (!st) memset(&sflag, 0, sizeof sflag); /* the check owns it */
+            st = bn_ocl_defer_check_n(o, sflag, (size_t)T, "bitlinear: input holds NaN or Inf");
+            if (!st) sflag = NULL; /* the check owns it */
             goto out;
         }
         flags = malloc(tb);
         if (!flags) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
         st = flags_behind ? bn_ocl_download_tail(o, by, 0, io->y, ybytes, flags, tb)
-                          : bn_ocl_download(o, sflag.m, 0, flags, tb);
+                          : bn_ocl_download(o, sflag, 0, flags, tb);
         if (st) goto out;
     }
     for (uint64_t t = 0; flags && t < T; t++)
@@ -576,7 +577,7 @@ out:
     st = bn_ocl_done(o, &sq, st);
     st = bn_ocl_done(o, &ss, st);
     st = bn_ocl_done(o, &ssum, st);
-    st = bn_ocl_done(o, &sflag, st);
+    bn_ocl_flag_put(o, sflag);
     free(flags);
     return st;
 }

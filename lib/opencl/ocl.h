@@ -99,7 +99,14 @@ int bn_ocl_resident(const bn_ocl_arg *a);
  * buffer or downloaded to the host) and releases what it took; returns st,
  * or the error of finishing it.  Safe on a zeroed arg. */
 bitnet_status bn_ocl_done(bn_ocl *o, bn_ocl_arg *a, bitnet_status st);
-/* Takes a pooled failure flag set by an enqueued op; the next wait
+/* A failure flag of n uints for an op's kernel: a slot of the status
+ * buffer (whose flags one read brings at a wait) where n fits one, else a
+ * pooled buffer.  Give it back with bn_ocl_flag_put, or to
+ * bn_ocl_defer_check.  A slot is not zeroed. */
+bitnet_status bn_ocl_flag_get(bn_ocl *o, size_t n, cl_mem *flag);
+/* Gives back a flag of bn_ocl_flag_get (NULL: nothing). */
+void bn_ocl_flag_put(bn_ocl *o, cl_mem flag);
+/* Takes a failure flag of bn_ocl_flag_get set by an enqueued op; the next wait
  * (bitnet_buffer_read, bitnet_backend_sync) reads it and fails with
  * BITNET_E_NUMERIC and `what` when it is set. */
 bitnet_status bn_ocl_defer_check(bn_ocl *o, cl_mem flag, const char *what);

@@ -47,8 +47,10 @@ typedef struct {
     int held;       /* bn_ocl_read_staged: its data not read out yet */
 } bn_ocl_pin;
 
+#define BN_OCL_SLOTS 16
+
 typedef struct {
-    cl_mem flag;    /* pooled uints the op's kernel sets on failure */
+    cl_mem flag;    /* uints the op's kernel sets on failure (bn_ocl_flag_get) */
     size_t n;
     char what[120]; /* the error it means */
 } bn_ocl_check;
@@ -83,6 +85,13 @@ struct bn_ocl {
     /* failure flags of enqueued ops, read at the next wait (operand.c) */
     bn_ocl_check *checks;
     size_t nchecks, capchecks;
+    /* the status buffer: BN_OCL_SLOTS slots of slot_bytes, each a sub-buffer
+     * handed out as a failure flag, so that one read at a wait brings the
+     * flags of every op since the last (operand.c); slot_used: a bit a slot */
+    cl_mem status, slot[BN_OCL_SLOTS];
+    size_t slot_bytes;
+    unsigned slot_used;
+    int status_failed; /* could not be made: flags are pooled buffers */
     uint64_t device_peak;
     /* kept weights (keep.c), sorted by host address */
     bn_ocl_kept *kept;

@@ -138,6 +138,61 @@ bitnet_status bn_ocl_fill0(bn_ocl *o, cl_mem m, size_t bytes)
 
 /* ---- failure flags read at the next wait ---------------------------------------- */
 
+/* Slot i of the status buffer, or -1. */
+static int slot_of(const bn_ocl *o, cl_mem m)
+{
+    for (int i = 0; m && i < BN_OCL_SLOTS; i++)
+        if (o->slot[i] == m) return i;
+    return -1;
+}
+
+/* The status buffer, made at the first flag: slots of at least 1 KiB (256
+ * flags), aligned as sub-buffers must be.  16 KiB and more of device memory
+ * for the backend's life, not counted in the pool's figures. */
+static int status_ready(bn_ocl *o)
+{
+    if (o->status) return 1;
+    if (o->status_failed) return 0;
+    cl_uint bits = 0;
+    size_t sb = 1024;
+    cl_int err = clGetDeviceInfo(o->device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof bits, &bits, NULL);
+    if (err == CL_SUCCESS && bits / 8 > sb) sb = (size_t)bits / 8;
+    o->status = err == CL_SUCCESS ? clCreateBuffer(o->ctx, CL_MEM_READ_WRITE, BN_OCL_SLOTS * sb, NULL, &err) : NULL;
+    if (!o->status) {
+        o->status_failed = 1; /* pooled flags, as before */
+        return 0;
+    }
+    o->slot_bytes = sb;
+    return 1;
+}
+
+bitnet_status bn_ocl_flag_get(bn_ocl *o, size_t n, cl_mem *flag)
+{
+    *flag = NULL;
+    if (n && n <= 256 && !bn_test_fail("alloc") && status_ready(o)) {
+        for (int i = 0; i < BN_OCL_SLOTS; i++) {
+            if (o->slot_used & (1u << i)) continue;
+            if (!o->slot[i]) {
+                const cl_buffer_region r = {(size_t)i * o->slot_bytes, o->slot_bytes};
+                cl_int err;
+                o->slot[i] = clCreateSubBuffer(o->status, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &r, &err);
+                if (!o->slot[i]) break; /* a pooled flag instead */
+            }
+            o->slot_used |= 1u << i;
+            *flag = o->slot[i];
+            return BITNET_OK;
+        }
+    }
+    return pooled(o, n * sizeof(cl_uint), flag);
+}
+
+void bn_ocl_flag_put(bn_ocl *o, cl_mem flag)
+{
+    const int i = slot_of(o, flag);
+    if (i >= 0) o->slot_used &= ~(1u << i);
+    else bn_ocl_release(o, flag);
+}
+
 bitnet_status bn_ocl_defer_check(bn_ocl *o, cl_mem flag, const char *what)
 {
     return bn_ocl_defer_check_n(o, flag, 1, what);
@@ -161,9 +216,12 @@ bitnet_status bn_ocl_defer_check_n(bn_ocl *o, cl_mem flag, size_t n, const char 
 
 /* The flags' reads, enqueued behind the ops before the wait of a read or a
  * sync, so that one wait brings the data and the flags (a second blocking
- * read cost another round trip to the device). */
+ * read cost another round trip to the device).  The flags in slots of the
+ * status buffer come in one read (the slots up to the last one checked);
+ * every other flag in a read of its own, after them. */
 typedef struct {
-    const cl_uint *v; /* every check's flags, one after the other (pinned staging memory) */
+    const cl_uint *v; /* the slots' read, then every other check's flags (pinned staging memory) */
+    size_t slots;     /* uints of the slots' read */
     int big;          /* too many for staging: read one by one after the wait */
     bitnet_status st;
 } check_reads;
@@ -171,21 +229,32 @@ typedef struct {
 static void checks_enqueue(bn_ocl *o, check_reads *r)
 {
     r->v = NULL;
+    r->slots = 0;
     r->big = 0;
     r->st = BITNET_OK;
     if (!o->nchecks) return;
-    cl_mem *m = calloc(o->nchecks, sizeof *m);
-    size_t *bytes = calloc(o->nchecks, sizeof *bytes), total = 0;
+    cl_mem *m = calloc(o->nchecks + 1, sizeof *m);
+    size_t *bytes = calloc(o->nchecks + 1, sizeof *bytes), total = 0, nm = 1;
     if (!m || !bytes) {
         r->st = bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
     } else {
+        int last = -1;
         for (size_t i = 0; i < o->nchecks; i++) {
-            m[i] = o->checks[i].flag;
-            bytes[i] = o->checks[i].n * sizeof(cl_uint);
-            total += bytes[i];
+            const int k = slot_of(o, o->checks[i].flag);
+            if (k > last) last = k;
+            if (k >= 0) continue;
+            m[nm] = o->checks[i].flag;
+            bytes[nm] = o->checks[i].n * sizeof(cl_uint);
+            total += bytes[nm++];
+        }
+        if (last >= 0) {
+            m[0] = o->status;
+            bytes[0] = (size_t)(last + 1) * o->slot_bytes;
+            total += bytes[0];
+            r->slots = bytes[0] / sizeof(cl_uint);
         }
         const void *v = NULL;
-        if (total <= (8u << 20)) r->st = bn_ocl_read_staged(o, o->nchecks, m, bytes, &v);
+        if (total <= (8u << 20)) r->st = bn_ocl_read_staged(o, nm, m, bytes, &v);
         else r->big = 1; /* more flags than one staging buffer: read after the wait */
         r->v = v;
     }
@@ -194,14 +263,16 @@ static void checks_enqueue(bn_ocl *o, check_reads *r)
 }
 
 /* After the wait (waited: the queue is idle up to the reads): the first flag
- * set is the error; every flag goes back to the pool. */
+ * set is the error; every flag goes back (slots free again, others to the
+ * pool). */
 static bitnet_status checks_finish(bn_ocl *o, check_reads *r, int waited)
 {
     bitnet_status st = r->st;
     if (!waited && r->v) clFinish(o->queue); /* the reads must land before the staging buffer is reused */
-    const cl_uint *at = r->v;
+    const cl_uint *at = r->v ? r->v + r->slots : NULL;
     for (size_t i = 0; i < o->nchecks; i++) {
         const size_t n = o->checks[i].n;
+        const int k = slot_of(o, o->checks[i].flag);
         cl_uint *own = NULL;
         if (r->big && st == BITNET_OK && waited) { /* blocking, one check at a time */
             if (!(own = calloc(n, sizeof *own))) st = bn_fail(BITNET_E_NOMEM, "opencl: out of memory (checks)");
@@ -211,12 +282,12 @@ static bitnet_status checks_finish(bn_ocl *o, check_reads *r, int waited)
             if (err != CL_SUCCESS)
                 st = bn_cl_fail(err, "clEnqueueReadBuffer(queue, flag, CL_TRUE, ...)", __FILE__, __LINE__);
         }
-        const cl_uint *v = own ? own : at;
+        const cl_uint *v = own ? own : k >= 0 && r->v ? r->v + (size_t)k * (o->slot_bytes / sizeof(cl_uint)) : at;
         for (size_t j = 0; st == BITNET_OK && waited && v && j < n; j++)
             if (v[j]) st = bn_fail(BITNET_E_NUMERIC, "%s (found after the op was enqueued)", o->checks[i].what);
         free(own);
-        if (at) at += n;
-        bn_ocl_release(o, o->checks[i].flag);
+        if (at && k < 0) at += n;
+        bn_ocl_flag_put(o, o->checks[i].flag);
     }
     o->nchecks = 0;
     bn_ocl_staged_release(o, r->v);
@@ -229,6 +300,12 @@ void bn_ocl_checks_free(bn_ocl *o)
     free(o->checks);
     o->checks = NULL;
     o->nchecks = o->capchecks = 0;
+    for (int i = 0; i < BN_OCL_SLOTS; i++)
+        if (o->slot[i]) clReleaseMemObject(o->slot[i]);
+    if (o->status) clReleaseMemObject(o->status);
+    memset(o->slot, 0, sizeof o->slot);
+    o->status = NULL;
+    o->slot_used = 0;
 }
 
 /* ---- bitnet_buffer ------------------------------------------------------------ */

@@ -337,11 +337,10 @@ bitnet_status bn_ocl_quantize_acts(void *ctx, const float *x, uint64_t rows, uin
     cl_kernel k;
     bitnet_status st = bn_ocl_kernel(o, "quantize", "q_acts", Q_OPTS, &k);
     if (st) return st;
-    bufs b = {o, {0}, 0};
     bn_ocl_arg ax = {0}, aq = {0}, as = {0};
     cl_mem bx = NULL, bq = NULL, bs = NULL, bflag = NULL;
     if ((st = bn_ocl_in(o, x, (size_t)n * 4, &ax)) || (st = bn_ocl_out(o, q, (size_t)n, &aq)) ||
-        (st = bn_ocl_out(o, s, (size_t)rows * 4, &as)) || (st = take(&b, 4, &bflag)))
+        (st = bn_ocl_out(o, s, (size_t)rows * 4, &as)) || (st = bn_ocl_flag_get(o, 1, &bflag)))
         goto out;
     bx = ax.m;
     bq = aq.m;
@@ -355,7 +354,7 @@ bitnet_status bn_ocl_quantize_acts(void *ctx, const float *x, uint64_t rows, uin
     if ((st = bn_ocl_run(o, k, 1, &global, &local, "quantize_acts"))) goto out;
     if (bn_ocl_resident(&aq) && bn_ocl_resident(&as)) { /* no wait: the flag is read at the next one */
         st = bn_ocl_defer_check(o, bflag, "quantize_acts: input holds NaN or Inf");
-        if (!st) b.n--; /* the check owns the flag now */
+        if (!st) bflag = NULL; /* the check owns the flag now */
         goto out;
     }
     cl_uint flag;
@@ -373,7 +372,7 @@ out:
     st = bn_ocl_done(o, &aq, st);
     st = bn_ocl_done(o, &as, st);
     st = bn_ocl_done(o, &ax, st);
-    release_all(&b);
+    bn_ocl_flag_put(o, bflag);
     return st;
 }
 
@@ -388,11 +387,10 @@ bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t r
     if (st) return st;
     const uint64_t nsc = kind == BITNET_SCALE_TENSOR ? 1 : kind == BITNET_SCALE_ROW ? rows : rows * ((cols + group - 1) / group);
     const size_t rb = bitnet_t2_row_bytes(cols), tbytes = (size_t)(rows * rb);
-    bufs b = {o, {0}, 0};
     bn_ocl_arg at = {0}, ad = {0}, aw = {0};
     cl_mem bt = NULL, bd = NULL, bw = NULL, bflag = NULL;
     if ((st = bn_ocl_in(o, t2, tbytes, &at)) || (st = bn_ocl_in(o, d, (size_t)nsc * 4, &ad)) ||
-        (st = bn_ocl_out(o, w, (size_t)n * 4, &aw)) || (st = take(&b, 4, &bflag)))
+        (st = bn_ocl_out(o, w, (size_t)n * 4, &aw)) || (st = bn_ocl_flag_get(o, 1, &bflag)))
         goto out;
     bt = at.m;
     bd = ad.m;
@@ -407,7 +405,7 @@ bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t r
     if ((st = bn_ocl_run(o, k, 1, &global, &local, "dequantize_weights"))) goto out;
     if (bn_ocl_resident(&aw)) {
         st = bn_ocl_defer_check(o, bflag, "dequantize_weights: invalid code 3");
-        if (!st) b.n--;
+        if (!st) bflag = NULL; /* the check owns the flag now */
         goto out;
     }
     cl_uint flag;
@@ -430,7 +428,7 @@ out:
     st = bn_ocl_done(o, &aw, st);
     st = bn_ocl_done(o, &at, st);
     st = bn_ocl_done(o, &ad, st);
-    release_all(&b);
+    bn_ocl_flag_put(o, bflag);
     return st;
 }
 

@@ -548,6 +548,64 @@ static void test_late_error(void **state)
     tmat_free(&m);
 }
 
+/* Many deferred checks between two waits: the first ones share the status
+ * buffer (its slots come back in one read), the rest have buffers of their
+ * own, and a BitLinear input of 300 tokens has more flags than a slot holds.
+ * Wherever the set flag is, the wait tells it once and names the op, and a
+ * clean chain after it passes (no stale flag in a reused slot). */
+static void test_many_checks(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    const float okx[6] = {1, -2, 3, 4, -5, 6}, badx[6] = {1, 2, NAN, 4, 5, 6};
+    bitnet_buffer *dok = up(ocl, okx, sizeof okx), *dbad = up(ocl, badx, sizeof badx), *dq = mk(ocl, 6),
+                  *ds = mk(ocl, 8);
+    for (int where = 0; where < 40; where += 3) {
+        for (int i = 0; i < 40; i++)
+            assert_int_equal(bitnet_quantize_acts(ocl, D(i == where ? dbad : dok), 2, 3, D(dq), D(ds)), BITNET_OK);
+        assert_int_equal(bitnet_backend_sync(ocl), BITNET_E_NUMERIC);
+        assert_non_null(strstr(bitnet_error_detail(), "quantize_acts: input holds NaN"));
+        for (int i = 0; i < 40; i++)
+            assert_int_equal(bitnet_quantize_acts(ocl, D(dok), 2, 3, D(dq), D(ds)), BITNET_OK);
+        assert_int_equal(bitnet_backend_sync(ocl), BITNET_OK);
+    }
+    /* BitLinear over 300 tokens (flags in a buffer of their own) between
+     * quantizers (slots): a NaN in its last token, then in neither */
+    uint64_t rng = 91;
+    tmat m = tmat_new(&rng, 5, 3);
+    float *x = randf(&rng, 300 * 3);
+    bitnet_buffer *dt2 = up(ocl, m.t2, m.t2_bytes), *dd = up(ocl, m.d, 20), *dy = mk(ocl, 300 * 5 * 4);
+    const bitnet_ternary_matrix wd = tm(&m, D(dt2), D(dd));
+    for (int bad = 1; bad >= 0; bad--) {
+        x[299 * 3 + 1] = bad ? NAN : 0.5f;
+        bitnet_buffer *dx = up(ocl, x, 300 * 3 * 4);
+        bitnet_bitlinear_io io = {.tokens = 300, .x = D(dx), .y = D(dy)};
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(bitnet_quantize_acts(ocl, D(dok), 2, 3, D(dq), D(ds)), BITNET_OK);
+        assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+        for (int i = 0; i < 20; i++)
+            assert_int_equal(bitnet_quantize_acts(ocl, D(dok), 2, 3, D(dq), D(ds)), BITNET_OK);
+        float y[5];
+        assert_int_equal(bitnet_buffer_read(dy, 0, y, sizeof y), bad ? BITNET_E_NUMERIC : BITNET_OK);
+        if (bad) assert_non_null(strstr(bitnet_error_detail(), "bitlinear: input holds NaN"));
+        bitnet_buffer_free(dx);
+    }
+    /* and a quantizer's NaN behind that BitLinear is still found */
+    {
+        bitnet_buffer *dx = up(ocl, x, 300 * 3 * 4);
+        bitnet_bitlinear_io io = {.tokens = 300, .x = D(dx), .y = D(dy)};
+        assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+        assert_int_equal(bitnet_quantize_acts(ocl, D(dbad), 2, 3, D(dq), D(ds)), BITNET_OK);
+        assert_int_equal(bitnet_backend_sync(ocl), BITNET_E_NUMERIC);
+        assert_non_null(strstr(bitnet_error_detail(), "quantize_acts: input holds NaN"));
+        bitnet_buffer_free(dx);
+    }
+    bitnet_buffer *bufs[] = {dok, dbad, dq, ds, dt2, dd, dy};
+    for (size_t i = 0; i < 7; i++) bitnet_buffer_free(bufs[i]);
+    free(x);
+    tmat_free(&m);
+}
+
 /* Activations in host memory are quantized (float) or padded (int8) by the
  * host into the staging memory of their upload, in pieces of up to 8 MiB
  * (here two: 8.9 MB of codes) on several threads; from device memory the
@@ -821,7 +879,7 @@ int main(void)
         cmocka_unit_test(test_chain),            cmocka_unit_test(test_read_waits_and_early_free),
         cmocka_unit_test(test_late_error),       cmocka_unit_test(test_big_transfers), cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_threads),
-        cmocka_unit_test(test_host_activations),
+        cmocka_unit_test(test_host_activations), cmocka_unit_test(test_many_checks),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -123,7 +123,11 @@ static const struct {
  * day: the kernel with its body emptied (stores only) takes 4-6.5 us by
  * the same events, and with the decode and dot products replaced by an
  * XOR of the loaded words 16384x16384 takes 23 us, so the sums cost about
- * 2.5 us of the 25.5.
+ * 2.5 us of the 25.5.  4096x4096 does not move with the tunables: H100,
+ * 2026-11-28, two rounds, kernel medians in us, NV_WARPS / NV_U / NV_R
+ * 8/2/2 (the default) 9.7-9.9, 4/2/2 9.8-9.9, 2/2/2 10.2-10.6, 8/2/1
+ * 9.7, 8/1/2 9.6-9.7, 4/2/1 10.2, 8/2/2 with NV_RW=4 10.4-10.5 (4096x14336
+ * 14.1-16.9 across the same settings, the default 14.4).
  * Tried and not kept, 2026-11-27: the weights streamed through local
  * memory by cp.async, 4 to 7 chunks of 512 bytes per warp in flight
  * (twice the bytes in flight of variant 4, no registers held): 16384x16384

@@ -644,13 +644,89 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
     }
 }
 
+/* BitLinear's fused input norm (has_norm): row t RMS-normalized with weight
+ * nw and eps as norm_rows (kernels/norm.cl, NM_WG = Q_RWG = 256, the same
+ * BN_GPU) computes it, bit for bit: each item sums the squares of its
+ * elements in norm_rows' order (strided up to 16 * Q_RWG columns, as its
+ * register path; beyond, BN_ROW_FOR as its loop), the sums meet in the same
+ * tree, and each value is (float)((x - 0) * rstd * w).  Then the
+ * quantization of q_acts_rows on those values (absmax and codes are
+ * order-free); the normalized row is recomputed per pass, never stored. */
+typedef bn_real q_real;
+
+inline q_real q_rsum(__local q_real *l, q_real v, uint lid)
+{
+    l[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint k = Q_RWG / 2; k > 0; k >>= 1) {
+        if (lid < k) l[lid] += l[lid + k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const q_real r = l[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
+
+inline float q_normed(float x, q_real rstd, float g)
+{
+    const q_real mean = 0;
+    q_real v = ((q_real)x - mean) * rstd;
+    v *= (q_real)g;
+    return (float)v;
+}
+
+inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride, __global char *qr, __global float *s,
+                        __global int *sum, __global uint *flag, __global const float *nw, float eps,
+                        __local uint *red, __local q_real *lr, uint lid)
+{
+    const q_real mean = 0;
+    q_real acc = 0;
+    if (cols <= (bn_size)(16 * Q_RWG)) {
+        for (bn_size i = lid; i < cols; i += Q_RWG) {
+            const q_real d = (q_real)xr[i] - mean;
+            acc += d * d;
+        }
+    } else {
+        BN_ROW_FOR(i, lid, 0, cols, Q_RWG) {
+            q_real d = (q_real)xr[i] - mean;
+            acc += d * d;
+        }
+    }
+    const q_real var = q_rsum(lr, acc, lid) / (q_real)cols;
+    const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
+    uint m = 0;
+    for (bn_size i = lid; i < cols; i += Q_RWG) m = max(m, as_uint(q_normed(xr[i], rstd, nw[i])) & 0x7fffffffu);
+    m = q_group_umax(red, lid, Q_RWG, m);
+    const int bad = m >= 0x7f800000u;
+    const float sc = bad ? 1.0f : q_act_scale(m);
+    int tot = 0;
+    for (bn_size i = lid; i < xstride; i += Q_RWG) {
+        int v = 0;
+        if (i < cols && !bad) v = (int)clamp(rint(q_normed(xr[i], rstd, nw[i]) * sc), -128.0f, 127.0f);
+        qr[i] = (char)v;
+        tot += v;
+    }
+    const int total = q_group_isum((__local int *)red, lid, Q_RWG, tot);
+    if (lid == 0) {
+        *sum = total;
+        *s = sc;
+        *flag = bad ? 1u : 0u;
+    }
+}
+
 __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride, __global char *q,
-                          __global float *s, __global int *sum, __global uint *flag, bn_size flag_off)
+                          __global float *s, __global int *sum, __global uint *flag, bn_size flag_off,
+                          __global const float *nw, const float neps, const int has_norm)
 {
     __local uint red[Q_RWG];
+    __local q_real lr[Q_RWG];
     const uint lid = get_local_id(0);
     const bn_size t = get_group_id(0);
     __global const float *xr = x + t * cols;
+    if (has_norm) {
+        q_acts_norm(xr, cols, xstride, q + t * xstride, s + t, sum + t, flag + flag_off + t, nw, neps, red, lr, lid);
+        return;
+    }
     /* rows of a multiple of 4 are read as float4, four loads in flight per
      * item: one item's loads one after the other took longer than the
      * product at one token */

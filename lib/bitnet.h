@@ -622,7 +622,12 @@ typedef struct {
 
 /* Inputs and outputs of one BitLinear call over `tokens` rows.
  * Input: either x (float [tokens x in]) or xq + xs (int8 + per-token s).
- * Output: either y (float [tokens x out]) or yq + ys (re-quantized int8 + s). */
+ * Output: either y (float [tokens x out]) or yq + ys (re-quantized int8 + s).
+ * norm (float input only): each token of x is first RMS-normalized with this
+ * weight and norm_eps, exactly as bitnet_rmsnorm on the same backend would
+ * (the norm that precedes every BitLinear of a BitNet block), then
+ * quantized: one op where the two calls took two (on OpenCL one kernel
+ * instead of two). */
 typedef struct {
     uint64_t tokens;
     const float *x;
@@ -633,6 +638,8 @@ typedef struct {
     float *y;
     int8_t *yq;
     float *ys;
+    const float *norm;      /* [in] RMSNorm weight applied to x first, or NULL */
+    float norm_eps;         /* its eps (finite, >= 0) */
 } bitnet_bitlinear_io;
 
 /* acc[t,o] = sum q_w*q_x (int32, exact); y = acc / (s_x[t] * s_w) (+bias, act). */

@@ -46,6 +46,9 @@ bitnet_status bn_bitlinear_check(const bitnet_ternary_matrix *w, const bitnet_bi
     const int out_float = io->y != NULL, out_q = io->yq != NULL || io->ys != NULL;
     if (out_float == out_q || (out_q && (!io->yq || !io->ys)))
         return bn_fail(BITNET_E_INVALID, "bitlinear: give either y or both yq and ys");
+    if (io->norm && !in_float) return bn_fail(BITNET_E_INVALID, "bitlinear: norm needs float input x");
+    if (io->norm && (!(io->norm_eps >= 0) || isinf(io->norm_eps)))
+        return bn_fail(BITNET_E_INVALID, "bitlinear: norm_eps %g must be finite and >= 0", (double)io->norm_eps);
     bitnet_status st = check_act(io->act, "bitlinear");
     if (st) return st;
     uint64_t n, rb = bitnet_t2_row_bytes(w->in);
@@ -67,7 +70,7 @@ uint64_t bn_bitlinear_bytes(const bitnet_ternary_matrix *w, const bitnet_bitline
     const uint64_t wb = w->out * bitnet_t2_row_bytes(w->in) + 4 * bn_bitlinear_n_scales(w);
     const uint64_t xb = io->tokens * w->in * (io->x ? 4 : 1);
     const uint64_t yb = io->tokens * w->out * (io->y ? 4 : 1);
-    return wb + xb + yb;
+    return wb + xb + yb + (io->norm ? 4 * w->in : 0);
 }
 
 bitnet_status bitnet_bitlinear(bitnet_backend *be, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
@@ -81,7 +84,7 @@ bitnet_status bitnet_bitlinear(bitnet_backend *be, const bitnet_ternary_matrix *
     bn_operand opd[] = {BN_IN(wc.t2, w->out * bitnet_t2_row_bytes(w->in)), BN_IN(wc.d, bn_bitlinear_n_scales(w) * 4),
                         BN_IN(ioc.x, T * w->in * 4),  BN_IN(ioc.xq, T * w->in), BN_IN(ioc.xs, T * 4),
                         BN_IN(ioc.bias, w->out * 4), BN_OUT(ioc.y, T * w->out * 4), BN_OUT(ioc.yq, T * w->out),
-                        BN_OUT(ioc.ys, T * 4)};
+                        BN_OUT(ioc.ys, T * 4),        BN_IN(ioc.norm, w->in * 4)};
     BN_DISPATCH(st, be, bitlinear, "bitlinear", bn_bitlinear_bytes(w, io), opd, &wc, &ioc);
     return st;
 }

@@ -83,12 +83,26 @@ bitnet_status bitnet_bitlinear_ref(const bitnet_ternary_matrix *w, const bitnet_
     float *sbuf = NULL, *ybuf = NULL;
     const int8_t *xq = io->xq;
     const float *xs = io->xs;
+    float *nbuf = NULL;
     if (io->x) {
         if (!all_finite(io->x, T * in)) return bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf");
         qbuf = malloc((size_t)(T * in));
         sbuf = malloc((size_t)T * sizeof(float));
         if (!qbuf || !sbuf) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: activations"); goto out; }
-        if ((st = bitnet_quantize_acts_ref(io->x, T, in, qbuf, sbuf))) goto out;
+        const float *x = io->x;
+        if (io->norm) { /* the CPU's rmsnorm row (the norm is defined as bitnet_rmsnorm's) */
+            if (!(nbuf = malloc((size_t)(T * in) * sizeof(float)))) {
+                st = bn_fail(BITNET_E_NOMEM, "bitlinear: activations");
+                goto out;
+            }
+            for (uint64_t t = 0; t < T; t++) bn_cpu_rmsnorm_row(io->x + t * in, in, io->norm, io->norm_eps, nbuf + t * in);
+            if (!all_finite(nbuf, T * in)) {
+                st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf");
+                goto out;
+            }
+            x = nbuf;
+        }
+        if ((st = bitnet_quantize_acts_ref(x, T, in, qbuf, sbuf))) goto out;
         xq = qbuf;
         xs = sbuf;
     }
@@ -126,6 +140,7 @@ bitnet_status bitnet_bitlinear_ref(const bitnet_ternary_matrix *w, const bitnet_
         if (io->yq && (st = bitnet_quantize_acts_ref(yr, 1, out, io->yq + t * out, io->ys + t))) goto out;
     }
 out:
+    free(nbuf);
     free(qbuf);
     free(sbuf);
     free(ybuf);
@@ -218,6 +233,7 @@ typedef struct bl_job {
     size_t nblocks, rb, xstride, nsub;
     int8_t *xq;        /* tokens rows of xstride bytes, kernel layout */
     int8_t *xnat;      /* scratch: one natural-layout row per token (pair layout only) */
+    float *xnorm;      /* scratch: the normalized float rows (io->norm only) */
     float *xs;         /* s per token */
     int32_t *xsub;     /* sum of x per 32-column sub-block: tokens * nsub */
     int32_t *xtot;     /* sum of x per token */
@@ -257,7 +273,12 @@ static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
         int8_t *dst = j->xq + t * j->xstride;
         int8_t *nat = j->k->pair_layout ? j->xnat + t * j->xstride : dst;
         if (io->x) {
-            if (j->k->quant_row(io->x + t * in, in, j->xstride, nat, &j->xs[t])) {
+            const float *xr = io->x + t * in;
+            if (io->norm) { /* bitnet_rmsnorm's row, then the same quantization */
+                bn_cpu_rmsnorm_row(xr, in, io->norm, io->norm_eps, j->xnorm + t * in);
+                xr = j->xnorm + t * in;
+            }
+            if (j->k->quant_row(xr, in, j->xstride, nat, &j->xs[t])) {
                 set_failed(j);
                 return;
             }
@@ -662,11 +683,14 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     if ((j.tiles && bn_mul_size(j.nsteps * 1024, (size_t)j.ntt, &pbytes)) ||
         bn_mul_size(j.acc_elems * sizeof(int32_t), (size_t)threads, &accbytes))
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
-    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, Y, XPACK, ACC, NPARTS };
+    size_t nbytes = 0;
+    if (io->norm && bn_mul_size((size_t)(T * in), sizeof(float), &nbytes))
+        return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
+    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, Y, XPACK, ACC, XNORM, NPARTS };
     const size_t bytes[NPARTS] = {
         [XQ] = xbytes, [XNAT] = j.k->pair_layout ? xbytes : 0, [XS] = (size_t)T * sizeof(float),
         [XSUB] = (size_t)T * j.nsub * sizeof(int32_t), [XTOT] = (size_t)T * sizeof(int32_t),
-        [XGRP] = (size_t)T * ng * sizeof(int32_t), [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes};
+        [XGRP] = (size_t)T * ng * sizeof(int32_t), [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes, [XNORM] = nbytes};
     size_t at[NPARTS], total = 0;
     for (int i = 0; i < NPARTS; i++)
         if (carve(&total, bytes[i], &at[i])) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
@@ -682,6 +706,7 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     j.y = io->y ? io->y : (float *)(scr + at[Y]);
     j.xpack = j.tiles ? (int8_t *)(scr + at[XPACK]) : NULL;
     j.acc = (int32_t *)(scr + at[ACC]);
+    j.xnorm = io->norm ? (float *)(scr + at[XNORM]) : NULL;
     bitnet_status st = BITNET_OK;
     bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
     if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }

@@ -70,6 +70,9 @@ bitnet_status bn_cpu_unary(void *ctx, bitnet_unary_op op, const float *x, uint64
 bitnet_status bn_cpu_softmax(void *ctx, const float *x, uint64_t outer, uint64_t len, uint64_t inner, int log, float *y);
 bitnet_status bn_cpu_reduce(void *ctx, bitnet_reduce_op op, const float *x, const bitnet_shape *s,
                             uint32_t axes_mask, float *y, int64_t *idx);
+/* One row of the CPU's rmsnorm (the rows of bn_cpu_layernorm with rms set,
+ * bit for bit): y = x / sqrt(mean(x^2) + eps) * w (w NULL: no weight). */
+void bn_cpu_rmsnorm_row(const float *x, uint64_t cols, const float *w, float eps, float *y);
 bitnet_status bn_cpu_layernorm(void *ctx, const float *x, uint64_t rows, uint64_t cols, const float *weight,
                                const float *bias, float eps, int rms, float *y);
 bitnet_status bn_cpu_permute(void *ctx, const float *x, const bitnet_shape *s, const uint32_t *perm, float *y);

@@ -109,6 +109,12 @@ static void norm_rows(void *arg, uint64_t begin, uint64_t end)
     }
 }
 
+void bn_cpu_rmsnorm_row(const float *x, uint64_t cols, const float *w, float eps, float *y)
+{
+    norm_job j = {x, w, NULL, y, cols, eps, 1};
+    norm_rows(&j, 0, 1);
+}
+
 bitnet_status bn_cpu_layernorm(void *ctx, const float *x, uint64_t rows, uint64_t cols, const float *weight,
                                const float *bias, float eps, int rms, float *y)
 {

@@ -339,7 +339,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     bitnet_status st = BITNET_OK;
     /* operands: weights, scales, bias; activations (float or int8 + s); output
      * (float, or int8 + s re-quantized from a float scratch) */
-    bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0};
+    bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0}, anw = {0};
     /* scratch: padded codes, their scales and sums, per-token flags */
     bn_ocl_arg sq = {0}, ss = {0}, ssum = {0};
     cl_mem sflag = NULL; /* bn_ocl_flag_get */
@@ -425,22 +425,27 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         cl_kernel kq;
         size_t rwg = 256; /* Q_RWG: a power of two the device allows (formatted only below 256) */
         while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
-        char qbuf[48];
-        const char *qopts = "-DQ_WG=64 -DQ_RWG=256";
+        char qbuf[64];
+        /* BN_GPU as norm_rows has it (the order of the fused norm's sums) */
+        const char *qopts = caps->is_gpu ? "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1" : "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=0";
         if (rwg < 256) {
-            snprintf(qbuf, sizeof qbuf, "-DQ_WG=64 -DQ_RWG=%u", (unsigned)rwg);
+            snprintf(qbuf, sizeof qbuf, "-DQ_WG=64 -DQ_RWG=%u -DBN_GPU=%d", (unsigned)rwg, caps->is_gpu ? 1 : 0);
             qopts = qbuf;
         }
-        if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) || (st = bn_ocl_scratch(o, tb, &ss)) ||
+        if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) ||
+            (st = bn_ocl_in(o, io->norm, io->norm ? (size_t)in * sizeof(float) : 0, &anw)) ||
+            (st = bn_ocl_scratch(o, tb, &ss)) ||
             (!flags_behind && (st = bn_ocl_flag_get(o, (size_t)T, &sflag))) ||
             (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kq)))
             goto out;
         const cl_ulong c_foff = flags_behind ? ybytes / 4 : 0;
-        cl_mem fm = flags_behind ? ay.m : sflag;
+        cl_mem fm = flags_behind ? ay.m : sflag, nwm = io->norm ? anw.m : ax.m;
+        const cl_float c_neps = io->norm_eps;
+        const cl_int c_hn = io->norm != NULL;
         const size_t gq = (size_t)T * rwg;
-        if ((st = bn_ocl_args(o, kq, 8, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof sq.m,
+        if ((st = bn_ocl_args(o, kq, 11, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof sq.m,
                               &sq.m, sizeof ss.m, &ss.m, sizeof ssum.m, &ssum.m, sizeof fm, &fm, sizeof c_foff,
-                              &c_foff)) ||
+                              &c_foff, sizeof nwm, &nwm, sizeof c_neps, &c_neps, sizeof c_hn, &c_hn)) ||
             (st = bn_ocl_run(o, kq, 1, &gq, &rwg, "bitlinear")))
             goto out;
         bs = ss.m;
@@ -576,6 +581,7 @@ out:
     st = bn_ocl_done(o, &ab, st);
     st = bn_ocl_done(o, &ax, st);
     st = bn_ocl_done(o, &axs, st);
+    st = bn_ocl_done(o, &anw, st);
     if (hs) clReleaseMemObject(hs);
     if (hsum) clReleaseMemObject(hsum);
     st = bn_ocl_done(o, &sq, st);
@@ -631,7 +637,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
 {
     bn_ocl *o = ctx;
     const uint64_t T = io->tokens, in = w->in, out = w->out;
-    const int host_q = io->x ? bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
+    /* a fused input norm is the device's (norm_rows' arithmetic), wherever x is */
+    const int host_q = io->x ? !io->norm && bn_ocl_is_host(o, io->x, (size_t)(T * in) * sizeof(float))
                              : bn_ocl_is_host(o, io->xq, (size_t)(T * in)) &&
                                    bn_ocl_is_host(o, io->xs, (size_t)T * sizeof(float));
     const int host_io = host_q && io->y && !io->yq && bn_ocl_is_host(o, io->y, (size_t)(T * out) * sizeof(float));

@@ -770,12 +770,101 @@ static void test_errors(void **state)
     c.x[5] = NAN;
     assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_NUMERIC);
     assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_E_NUMERIC);
+    c.x[5] = 1.0f;
+    float nw[40];
+    for (int i = 0; i < 40; i++) nw[i] = 1.0f;
+    io = (bitnet_bitlinear_io){.tokens = 2, .xq = c.xq, .xs = c.xs, .y = y, .norm = nw}; /* norm of int8 input */
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io = (bitnet_bitlinear_io){.tokens = 2, .x = c.x, .y = y, .norm = nw, .norm_eps = -1.0f};
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io.norm_eps = INFINITY;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_INVALID);
+    io.norm_eps = 1e-6f;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_OK);
+    nw[7] = INFINITY; /* a weight that makes the normalized input infinite */
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_NUMERIC);
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_E_NUMERIC);
+    nw[7] = 1.0f;
+    c.x[5] = NAN;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_NUMERIC);
     c.xs[1] = 0.0f;
     io = (bitnet_bitlinear_io){.tokens = 2, .xq = c.xq, .xs = c.xs, .y = y};
     assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_E_NUMERIC);
     assert_int_equal(bitnet_bitlinear(NULL, &w, &io), BITNET_E_INVALID);
     case_free(&c);
     bitnet_backend_free(be);
+}
+
+/* The fused input norm (io.norm): on each backend, bit for bit the same as
+ * bitnet_rmsnorm then bitnet_bitlinear on that backend (and, on the CPU,
+ * as the _ref); on OpenCL the same from host and from device memory.  Rows
+ * under and over the 4096 columns where the norm's sums change order (its
+ * register path and its loop). */
+static int fused_case(bitnet_backend *be, const char *name, uint64_t in, uint64_t out, uint64_t T, int dev)
+{
+    rcase c;
+    case_make(&c, in, out, T, BITNET_SCALE_ROW, 0);
+    float *nw = malloc(in * 4), *h = malloc(T * in * 4), *y1 = malloc(T * out * 4), *y2 = malloc(T * out * 4),
+          *y3 = malloc(T * out * 4);
+    assert_true(nw && h && y1 && y2 && y3);
+    for (uint64_t i = 0; i < in; i++) nw[i] = 0.25f + 2.0f * rndf();
+    for (uint64_t i = 0; i < T * in; i++) c.x[i] *= (float)(1 + i % 7) * 3.0f;
+    const bitnet_ternary_matrix w = {c.t2, out, in, BITNET_SCALE_ROW, 0, c.d};
+    const float eps = 1e-5f;
+    bitnet_bitlinear_io io = {.tokens = T, .x = c.x, .act = BITNET_ACT_SILU, .y = y1, .norm = nw, .norm_eps = eps};
+    int bad = 0;
+    assert_int_equal(bitnet_bitlinear(be, &w, &io), BITNET_OK);
+    assert_int_equal(bitnet_rmsnorm(be, c.x, T, in, nw, eps, h), BITNET_OK);
+    bitnet_bitlinear_io io2 = {.tokens = T, .x = h, .act = BITNET_ACT_SILU, .y = y2};
+    assert_int_equal(bitnet_bitlinear(be, &w, &io2), BITNET_OK);
+    if (memcmp(y1, y2, T * out * 4)) bad++, print_message("# %s fused norm: in %llu out %llu tokens %llu differs from rmsnorm + bitlinear\n", name, (unsigned long long)in, (unsigned long long)out, (unsigned long long)T);
+    if (!dev) { /* the CPU: the _ref too */
+        io.y = y3;
+        assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+        if (memcmp(y1, y3, T * out * 4)) bad++, print_message("# %s fused norm: in %llu differs from the _ref\n", name, (unsigned long long)in);
+    } else { /* x, weight and output in device memory */
+        bitnet_buffer *bx = NULL, *bn = NULL, *by = NULL;
+        assert_int_equal(bitnet_buffer_upload(be, c.x, T * in * 4, &bx), BITNET_OK);
+        assert_int_equal(bitnet_buffer_upload(be, nw, in * 4, &bn), BITNET_OK);
+        assert_int_equal(bitnet_buffer_create(be, T * out * 4, &by), BITNET_OK);
+        bitnet_bitlinear_io io3 = {.tokens = T, .x = bitnet_buffer_data(bx), .act = BITNET_ACT_SILU,
+                                   .y = bitnet_buffer_data(by), .norm = bitnet_buffer_data(bn), .norm_eps = eps};
+        assert_int_equal(bitnet_bitlinear(be, &w, &io3), BITNET_OK);
+        assert_int_equal(bitnet_buffer_read(by, 0, y3, T * out * 4), BITNET_OK);
+        if (memcmp(y1, y3, T * out * 4)) bad++, print_message("# %s fused norm: in %llu device memory differs\n", name, (unsigned long long)in);
+        bitnet_buffer_free(bx);
+        bitnet_buffer_free(bn);
+        bitnet_buffer_free(by);
+    }
+    free(nw);
+    free(h);
+    free(y1);
+    free(y2);
+    free(y3);
+    case_free(&c);
+    return bad;
+}
+
+static void test_fused_norm(void **state)
+{
+    (void)state;
+    static const uint64_t ins[] = {1, 3, 17, 255, 4096, 4097, 5000}, outs[] = {1, 5, 64}, toks[] = {1, 3, 17};
+    const char *specs[] = {"cpu", "opencl"};
+    int bad = 0, ran = 0;
+    for (int b = 0; b < 2; b++) {
+        bitnet_backend *be = NULL;
+        if (bitnet_backend_create(&be, specs[b], 2) != BITNET_OK) continue;
+        for (size_t i = 0; i < sizeof ins / sizeof ins[0]; i++)
+            for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++)
+                for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++) {
+                    if (ins[i] > 255 && outs[o] > 5 && toks[t] > 3) continue; /* keep it short */
+                    bad += fused_case(be, specs[b], ins[i], outs[o], toks[t], b);
+                }
+        bitnet_backend_free(be);
+        ran++;
+    }
+    print_message("# fused norm on %d backend(s)\n", ran);
+    assert_int_equal(bad, 0);
 }
 
 static void test_act_names(void **state)
@@ -798,6 +887,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_act_names),
         cmocka_unit_test(test_ref_hand),
+        cmocka_unit_test(test_fused_norm),
         cmocka_unit_test(test_ref_integer_model),
         cmocka_unit_test(test_cpu_paths),
         cmocka_unit_test(test_errors),

@@ -35,14 +35,22 @@
 #define TS 16 /* bl_gemm tile: TS rows x TS tokens */
 #endif
 
-inline void bl_store(__global float *y, bn_size idx, float v, __global const float *bias, int has_bias, bn_size o,
-                     int act, long perturb)
+/* The epilogue of every kernel: bias, activation, then the residual res
+ * (tokens x out, indexed like y; it may be y itself) when has_res.  Each
+ * kernel takes res and has_res as its last two arguments, which bl_store
+ * passes on. */
+inline void bl_store_r(__global float *y, bn_size idx, float v, __global const float *bias, int has_bias, bn_size o,
+                       int act, long perturb, __global const float *res, int has_res)
 {
     if (has_bias) v = v + bias[o];
     if (act) v = bn_act(act, v);
+    if (has_res) v = v + res[idx];
     if ((long)idx == perturb) v = bn_perturb(v);
     y[idx] = v;
 }
+#define bl_store(y, idx, v, bias, has_bias, o, act, perturb) \
+    bl_store_r((y), (idx), (v), (bias), (has_bias), (o), (act), (perturb), res, has_res)
+#define BL_RES_ARGS , __global const float *res, const int has_res
 
 inline float bl_scale(int acc, float d, float s)
 {
@@ -63,7 +71,7 @@ inline int bl_dot16(uint4 wv, int k, __global const char *xp)
 __kernel __attribute__((reqd_work_group_size(GEMV_LX, GEMV_RY, 1)))
 void bl_gemv(__global const uint4 *w, __global const char *x, __global const float *xs, __global const float *d,
              const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
-             const bn_size out, const bn_size tokens, const bn_size nhalf, const bn_size xstride, const long perturb)
+             const bn_size out, const bn_size tokens, const bn_size nhalf, const bn_size xstride, const long perturb BL_RES_ARGS)
 {
     __local int red[GEMV_RY][GEMV_TT][GEMV_LX];
     const int lx = get_local_id(0), ly = get_local_id(1);
@@ -110,7 +118,7 @@ void bl_gemv(__global const uint4 *w, __global const char *x, __global const flo
 __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
 void bl_gemm(__global const uchar *w, __global const char *x, __global const float *xs, __global const float *d,
              const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
-             const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride, const long perturb)
+             const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride, const long perturb BL_RES_ARGS)
 {
     __local uchar wl[TS][32];
     __local char xl[TS][128];
@@ -146,7 +154,7 @@ void bl_gemm(__global const uchar *w, __global const char *x, __global const flo
 __kernel void bl_group(__global const uchar *w, __global const char *x, __global const float *xs,
                        __global const float *d, const uint group, __global const float *bias, const int has_bias,
                        const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size in,
-                       const bn_size xstride, const long perturb)
+                       const bn_size xstride, const long perturb BL_RES_ARGS)
 {
     const bn_size o = get_global_id(0);
     if (o >= out) return;
@@ -385,7 +393,7 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
                  __global const float *d, const int per_row, __global const float *bias, const int has_bias,
                  const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size nblocks,
                  const bn_size xstride, const long perturb, __global const int *xsum, __global int *part,
-                 const bn_size spp)
+                 const bn_size spp BL_RES_ARGS)
 {
     __local uint4 stg[MMA_LU]; /* the stages; at the end the sums */
     BL_MSCRATCH;
@@ -525,7 +533,7 @@ MMA_UNROLL
 __kernel void bl_mma_sum(__global const int *part, const int kp, __global const float *xs, __global const float *d,
                          const int per_row, __global const float *bias, const int has_bias, const int act,
                          __global float *y, const bn_size out, const bn_size tokens, const long perturb,
-                         __global const int *xsum)
+                         __global const int *xsum BL_RES_ARGS)
 {
     const bn_size i = get_global_id(0), n = out * tokens;
     if (i >= n) return;
@@ -581,7 +589,7 @@ __kernel __attribute__((reqd_work_group_size(32, SK_W, 1)))
 void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global const float *xs, __global const float *d,
                    const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                    const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
-                   const long perturb, __global const int *xsum)
+                   const long perturb, __global const int *xsum BL_RES_ARGS)
 {
     BL_SKSCRATCH;
     __local int red[SK_W * SK_T * SK_N * 128];
@@ -855,7 +863,7 @@ __kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
 void bl_gemv_nv1(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
                  const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                  const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
-                 const long perturb)
+                 const long perturb BL_RES_ARGS)
 {
     BL_WSCRATCH(NV_WARPS);
     const int lane = get_local_id(0);
@@ -922,7 +930,7 @@ __kernel __attribute__((reqd_work_group_size(32, NV_WARPS, 1)))
 void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global const float *xs, __global const float *d,
                  const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                  const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
-                 const long perturb, __local int4 *xl, const int tt, __global const int *xsum)
+                 const long perturb, __local int4 *xl, const int tt, __global const int *xsum BL_RES_ARGS)
 {
     BL_WSCRATCH(NV_WARPS);
     const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
@@ -968,7 +976,7 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                  const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                  const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
                  const long perturb, __local int4 *xl, const int tt, __global const int *xsum, const uint nbp,
-                 const uint rw)
+                 const uint rw BL_RES_ARGS)
 {
     BL_WSCRATCH(NV_WARPS);
     const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;

@@ -627,7 +627,11 @@ typedef struct {
  * weight and norm_eps, exactly as bitnet_rmsnorm on the same backend would
  * (the norm that precedes every BitLinear of a BitNet block), then
  * quantized: one op where the two calls took two (on OpenCL one kernel
- * instead of two). */
+ * instead of two).
+ * residual (float output or re-quantized output): added to each output
+ * after the bias and the activation, y = act(acc * scale + bias) +
+ * residual, the residual add of a transformer block in the same op (and the
+ * same kernel on OpenCL); it may be y itself (y += ...). */
 typedef struct {
     uint64_t tokens;
     const float *x;
@@ -640,9 +644,11 @@ typedef struct {
     float *ys;
     const float *norm;      /* [in] RMSNorm weight applied to x first, or NULL */
     float norm_eps;         /* its eps (finite, >= 0) */
+    const float *residual;  /* [tokens x out] added last, or NULL */
 } bitnet_bitlinear_io;
 
-/* acc[t,o] = sum q_w*q_x (int32, exact); y = acc / (s_x[t] * s_w) (+bias, act). */
+/* acc[t,o] = sum q_w*q_x (int32, exact); y = acc / (s_x[t] * s_w) (+bias, act,
+ * +residual). */
 bitnet_status bitnet_bitlinear(bitnet_backend *be, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
 bitnet_status bitnet_bitlinear_ref(const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
 

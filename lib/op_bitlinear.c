@@ -70,7 +70,7 @@ uint64_t bn_bitlinear_bytes(const bitnet_ternary_matrix *w, const bitnet_bitline
     const uint64_t wb = w->out * bitnet_t2_row_bytes(w->in) + 4 * bn_bitlinear_n_scales(w);
     const uint64_t xb = io->tokens * w->in * (io->x ? 4 : 1);
     const uint64_t yb = io->tokens * w->out * (io->y ? 4 : 1);
-    return wb + xb + yb + (io->norm ? 4 * w->in : 0);
+    return wb + xb + yb + (io->norm ? 4 * w->in : 0) + (io->residual ? 4 * io->tokens * w->out : 0);
 }
 
 bitnet_status bitnet_bitlinear(bitnet_backend *be, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
@@ -84,7 +84,8 @@ bitnet_status bitnet_bitlinear(bitnet_backend *be, const bitnet_ternary_matrix *
     bn_operand opd[] = {BN_IN(wc.t2, w->out * bitnet_t2_row_bytes(w->in)), BN_IN(wc.d, bn_bitlinear_n_scales(w) * 4),
                         BN_IN(ioc.x, T * w->in * 4),  BN_IN(ioc.xq, T * w->in), BN_IN(ioc.xs, T * 4),
                         BN_IN(ioc.bias, w->out * 4), BN_OUT(ioc.y, T * w->out * 4), BN_OUT(ioc.yq, T * w->out),
-                        BN_OUT(ioc.ys, T * 4),        BN_IN(ioc.norm, w->in * 4)};
+                        BN_OUT(ioc.ys, T * 4),        BN_IN(ioc.norm, w->in * 4),
+                        BN_IN(ioc.residual, T * w->out * 4)};
     BN_DISPATCH(st, be, bitlinear, "bitlinear", bn_bitlinear_bytes(w, io), opd, &wc, &ioc);
     return st;
 }

@@ -131,7 +131,7 @@ bitnet_status bitnet_bitlinear_ref(const bitnet_ternary_matrix *w, const bitnet_
                 for (uint64_t c = 0; c < in; c++) acc += (t2_code(row, c) - 1) * xr[c];
                 y = bn_bl_tensor_row(acc, w->kind == BITNET_SCALE_ROW ? w->d[o] : w->d[0], xs[t]);
             }
-            yr[o] = bn_bl_finish(y, io->bias, o, io->act);
+            yr[o] = bn_bl_epilogue(y, io, out, t, o);
         }
         if (io->yq && !all_finite(yr, out)) {
             st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output row %llu holds NaN or Inf", (unsigned long long)t);
@@ -419,7 +419,7 @@ static void emit_rows(const bl_job *j, uint64_t r0, uint64_t nr, const int32_t *
         const float sx = j->xs[t];
         for (uint64_t i = 0; i < nr; i++) {
             const float v = bn_bl_tensor_row(acc[i * ld + t] - xt, per_row ? w->d[r0 + i] : w->d[0], sx);
-            y[i] = bn_bl_finish(v, io->bias, r0 + i, io->act);
+            y[i] = bn_bl_epilogue(v, io, w->out, t, r0 + i);
         }
     }
 }
@@ -512,7 +512,7 @@ static void rows_group(bl_job *j, uint64_t begin, uint64_t end, int32_t *sub)
                 }
             }
             for (int i = 0; i < nt; i++)
-                j->y[(t0 + (uint64_t)i) * out + o] = bn_bl_finish(sum[i] / j->xs[t0 + (uint64_t)i], io->bias, o, io->act);
+                j->y[(t0 + (uint64_t)i) * out + o] = bn_bl_epilogue(sum[i] / j->xs[t0 + (uint64_t)i], io, out, t0 + (uint64_t)i, o);
         }
     }
     for (uint64_t o = begin; !whole && o < end; o += BL_GROUP_ROWS) {
@@ -527,7 +527,7 @@ static void rows_group(bl_job *j, uint64_t begin, uint64_t end, int32_t *sub)
             if (nr == BL_GROUP_ROWS && j->k->chains8) j->k->chains8(sub, j->nsub, w->d + o * ng, ng, y);
             else if (nr == BL_GROUP_ROWS) group_chains(sub, j->nsub, w->d + o * ng, ng, BL_GROUP_ROWS, y);
             else for (uint64_t r = 0; r < nr; r++) group_chains(sub + r * j->nsub, j->nsub, w->d + (o + r) * ng, ng, 1, y + r);
-            for (uint64_t r = 0; r < nr; r++) j->y[t * out + o + r] = bn_bl_finish(y[r] / j->xs[t], io->bias, o + r, io->act);
+            for (uint64_t r = 0; r < nr; r++) j->y[t * out + o + r] = bn_bl_epilogue(y[r] / j->xs[t], io, out, t, o + r);
         }
     }
 }

@@ -37,6 +37,12 @@ static inline float bn_bl_finish(float y, const float *bias, uint64_t o, bitnet_
     if (bias) y = y + bias[o];
     return act == BITNET_ACT_NONE ? y : bn_act_ref(act, y);
 }
+/* BitLinear's epilogue of output (t, o): bias, activation, residual. */
+static inline float bn_bl_epilogue(float y, const bitnet_bitlinear_io *io, uint64_t out, uint64_t t, uint64_t o)
+{
+    y = bn_bl_finish(y, io->bias, o, io->act);
+    return io->residual ? y + io->residual[t * out + o] : y;
+}
 
 /* Activation quantization of one row (absmax rule of bnt(5)), writing
  * npad >= n codes (zeros past n).  Returns nonzero when x holds NaN/Inf. */

@@ -339,7 +339,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     bitnet_status st = BITNET_OK;
     /* operands: weights, scales, bias; activations (float or int8 + s); output
      * (float, or int8 + s re-quantized from a float scratch) */
-    bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0}, anw = {0};
+    bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0}, anw = {0}, ares = {0};
     /* scratch: padded codes, their scales and sums, per-token flags */
     bn_ocl_arg sq = {0}, ss = {0}, ssum = {0};
     cl_mem sflag = NULL; /* bn_ocl_flag_get */
@@ -400,7 +400,8 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     if (!mma && (st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
 
     if ((st = bn_ocl_in(o, w->t2, wbytes, &aw)) || (st = bn_ocl_in(o, w->d, nd * sizeof(float), &ad)) ||
-        (st = bn_ocl_in(o, io->bias, io->bias ? (size_t)out * sizeof(float) : 0, &ab)))
+        (st = bn_ocl_in(o, io->bias, io->bias ? (size_t)out * sizeof(float) : 0, &ab)) ||
+        (st = bn_ocl_in(o, io->residual, io->residual ? ybytes : 0, &ares)))
         goto out;
     /* the activations: quantized (float in) or padded (int8 in), with the
      * per-token code sums (int32 like every sum of the op), by the host where
@@ -474,6 +475,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
     size_t global[2], local[2];
     cl_uint dims = 2;
+    int nres = 14; /* the index of the residual's arguments (BL_RES_ARGS) */
     if (mma) {
         /* bl_gemm_mma: arguments and launch in bitlinear_mma.c */
     } else if (group) {
@@ -492,6 +494,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
          * of its staging buffer (blocks) and rows per warp */
         const cl_uint c_nbp4 = (cl_uint)nv.nbp;
         const int nargs = nv4 ? 19 : nv3 ? 17 : 14;
+        nres = nargs;
         st = bn_ocl_args(o, k, nargs, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd,
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_len, &c_len,
@@ -517,7 +520,10 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         }
     }
     if (st) goto out;
-    if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride)
+    const cl_mem bres = io->residual ? ares.m : by; /* any buffer when there is none */
+    if (!mma && !st) st = bn_ocl_bl_res_args(o, k, group ? 14 : nres, bres, io->residual != NULL);
+    if (st) goto out;
+    if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride)
                   : bn_ocl_run(o, k, dims, global, local, "bitlinear")))
         goto out;
     if (io->yq) { /* re-quantized on the device (q_acts, the bits of the CPU's) */
@@ -582,6 +588,7 @@ out:
     st = bn_ocl_done(o, &ax, st);
     st = bn_ocl_done(o, &axs, st);
     st = bn_ocl_done(o, &anw, st);
+    st = bn_ocl_done(o, &ares, st);
     if (hs) clReleaseMemObject(hs);
     if (hsum) clReleaseMemObject(hsum);
     st = bn_ocl_done(o, &sq, st);
@@ -590,6 +597,13 @@ out:
     bn_ocl_flag_put(o, sflag);
     free(flags);
     return st;
+}
+
+bitnet_status bn_ocl_bl_res_args(bn_ocl *o, cl_kernel k, int at, cl_mem bres, int has_res)
+{
+    const cl_int h = has_res;
+    bitnet_status st = bn_ocl_arg_at(o, k, at, sizeof bres, &bres);
+    return st ? st : bn_ocl_arg_at(o, k, at + 1, sizeof h, &h);
 }
 
 /* ---- blocks of tokens -----------------------------------------------------------
@@ -659,6 +673,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
             bio.xs = io->xs + t0;
         }
         bio.y = io->y + t0 * out;
+        if (io->residual) bio.residual = io->residual + t0 * out;
         st = bl_one(o, w, &bio, 1, t0, &staged[b]);
     }
     for (uint64_t k = 0; st == BITNET_OK && k < nb; k++) { /* in order: each wait finds the later blocks running */

@@ -251,8 +251,8 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
  * its SK_W warps splitting k, SK_U segments per warp in flight, SK_N
  * 8-token tiles a pass over the weights (default: all the tokens in one). */
 static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
-                                cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
-                                size_t xstride, const char *eopts, int emulate)
+                                cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,
+                                size_t nblocks, size_t xstride, const char *eopts, int emulate)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     /* one pass over the weights: as many 8-token tiles as the tokens need */
@@ -284,14 +284,15 @@ static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const
                      sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by, sizeof c_out, &c_out,
                      sizeof c_tok, &c_tok, sizeof c_nblocks, &c_nblocks, sizeof c_xstride, &c_xstride, sizeof perturb,
                      &perturb, sizeof bsum, &bsum);
+    if (!st) st = bn_ocl_bl_res_args(o, k, 15, bres, io->residual != NULL);
     const size_t local[2] = {32, (size_t)nw}, global[2] = {32 * (size_t)groups, (size_t)nw};
     if (!st) st = bn_ocl_run(o, k, 2, global, local, "bitlinear");
     return st;
 }
 
 bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
-                                   cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
-                                   size_t xstride)
+                                   cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,
+                                   size_t nblocks, size_t xstride)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const int emulate = !caps->is_nvidia || bn_ocl_env_on("BITNET_MMA_EMULATE");
@@ -317,7 +318,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
                        "MMA_KP %ld: 0 (chosen) to %d)",
                        gm.nt, gm.kb, gm.wm, caps->max_wg, gm.mt, gm.st, gm.kp, MMA_MAX_GRID);
     if (io->tokens <= MMA_SKINNY_MAX || (io->tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN))
-        return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, nblocks, xstride, eopts, emulate);
+        return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride, eopts, emulate);
     const uint64_t lbytes = mma_local_bytes(&gm, emulate);
     if (caps->local_mem && lbytes > caps->local_mem)
         return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
@@ -351,6 +352,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
                      sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by, sizeof c_out, &c_out,
                      sizeof c_tok, &c_tok, sizeof c_nblocks, &c_nblocks, sizeof c_xstride, &c_xstride, sizeof perturb,
                      &perturb, sizeof bsum, &bsum, sizeof bp, &bp, sizeof c_spp, &c_spp);
+    if (!st) st = bn_ocl_bl_res_args(o, k, 17, bres, io->residual != NULL);
     const size_t local[3] = {32, (size_t)nw, 1}, global[3] = {32 * (size_t)tb, (size_t)nw * (size_t)kp, (size_t)nrg};
     if (!st) st = bn_ocl_run(o, k, 3, global, local, "bitlinear");
     if (!st && kp > 1) {
@@ -360,6 +362,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
                          sizeof per_row, &per_row, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act,
                          sizeof by, &by, sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof perturb, &perturb,
                          sizeof bsum, &bsum);
+        if (!st) st = bn_ocl_bl_res_args(o, ks, 13, bres, io->residual != NULL);
         if (!st) st = bn_ocl_run(o, ks, 1, &sg, &sl, "bitlinear");
     }
     return bn_ocl_done(o, &ap, st);

@@ -130,6 +130,8 @@ bitnet_status bn_ocl_set_profiling(bn_ocl *o, int on);
 int bn_ocl_profiling(const bn_ocl *o);
 /* clSetKernelArg for each (size, pointer) pair: bn_ocl_args(o, k, n, sz0, p0, sz1, p1, ...). */
 bitnet_status bn_ocl_args(bn_ocl *o, cl_kernel k, int n, ...);
+/* clSetKernelArg of one argument at index. */
+bitnet_status bn_ocl_arg_at(bn_ocl *o, cl_kernel k, int index, size_t size, const void *p);
 
 const char *bn_cl_errname(cl_int err);
 /* Turns a failed cl* status into a library status with call, file and line. */
@@ -160,11 +162,15 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
 /* BitLinear on tensor cores (lib/opencl/bitlinear_mma.c): whether to take it
  * (NVIDIA or BITNET_MMA_EMULATE, not BITNET_OCL_PORTABLE, tensor/row scales,
  * tokens >= BITNET_MMA_MIN_TOKENS), and the launch on buffers made by
- * bn_ocl_bitlinear (bsum: int32 per-token sums of the activations). */
+ * bn_ocl_bitlinear (bsum: int32 per-token sums of the activations; bres:
+ * the residual, used when io->residual is set). */
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens);
 bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
-                                   cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, size_t nblocks,
-                                   size_t xstride);
+                                   cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,
+                                   size_t nblocks, size_t xstride);
+/* The residual arguments every BitLinear kernel takes last (kernels/bitlinear.cl:
+ * BL_RES_ARGS), at index at and at + 1. */
+bitnet_status bn_ocl_bl_res_args(bn_ocl *o, cl_kernel k, int at, cl_mem bres, int has_res);
 /* The value of the last "-DNAME=value" (value >= 0) in opts, else def;
  * *found (may be NULL) set to 1 when there is one. */
 long bn_ocl_opt_value(const char *opts, const char *name, long def, int *found);

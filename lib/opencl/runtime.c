@@ -373,6 +373,16 @@ bitnet_status bn_ocl_args(bn_ocl *o, cl_kernel k, int n, ...)
     return BITNET_OK;
 }
 
+bitnet_status bn_ocl_arg_at(bn_ocl *o, cl_kernel k, int index, size_t size, const void *p)
+{
+    (void)o;
+    cl_int err = clSetKernelArg(k, (cl_uint)index, size, p);
+    if (err == CL_SUCCESS) return BITNET_OK;
+    char call[64];
+    snprintf(call, sizeof call, "clSetKernelArg(kernel, %d, %zu, arg)", index, size);
+    return bn_cl_fail(err, call, __FILE__, __LINE__);
+}
+
 size_t bn_ocl_kernel_wg(bn_ocl *o, cl_kernel k)
 {
     size_t wg = 0;

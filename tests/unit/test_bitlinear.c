@@ -3,7 +3,7 @@
  * independent integer model, then every fast path (each SIMD level, 1 and 2
  * threads, OpenCL when present) against the _ref on random inputs of awkward
  * shapes, for every scale kind, with and without bias, each activation,
- * re-quantized output and pre-quantized input.  Integer results and outputs
+ * re-quantized output and pre-quantized input, a residual (also in place).  Integer results and outputs
  * without a transcendental activation must match bit for bit; gelu, sigmoid
  * and silu within 4 ulp across devices.  BITNET_TEST_FULL=1 runs the full
  * shape grid.
@@ -126,7 +126,7 @@ typedef struct {
     uint32_t group;
     int8_t *q;        /* codes */
     uint8_t *t2;
-    float *d, *x, *xs, *bias;
+    float *d, *x, *xs, *bias, *res; /* res: a residual, tokens x out */
     int8_t *xq;
 } rcase;
 
@@ -146,7 +146,8 @@ static void case_make(rcase *c, uint64_t in, uint64_t out, uint64_t tokens, bitn
     c->xq = malloc(tokens * in);
     c->xs = malloc(tokens * sizeof(float));
     c->bias = malloc(out * sizeof(float));
-    assert_non_null(c->q && c->t2 && c->d && c->x && c->xq && c->xs && c->bias);
+    c->res = malloc(tokens * out * sizeof(float));
+    assert_non_null(c->q && c->t2 && c->d && c->x && c->xq && c->xs && c->bias && c->res);
     for (uint64_t i = 0; i < in * out; i++) c->q[i] = (int8_t)((int)(rnd() % 3) - 1);
     tu_t2_pack(c->q, out, in, c->t2);
     for (uint64_t i = 0; i < nd; i++) c->d[i] = 0.01f + fabsf(rndf());
@@ -154,22 +155,25 @@ static void case_make(rcase *c, uint64_t in, uint64_t out, uint64_t tokens, bitn
     for (uint64_t i = 0; i < tokens * in; i++) c->xq[i] = (int8_t)((int)(rnd() % 256) - 128);
     for (uint64_t t = 0; t < tokens; t++) c->xs[t] = 0.5f + fabsf(rndf()) * 40.0f;
     for (uint64_t o = 0; o < out; o++) c->bias[o] = rndf();
+    for (uint64_t i = 0; i < tokens * out; i++) c->res[i] = rndf() * 4.0f;
 }
 
 static void case_free(rcase *c)
 {
-    free(c->q); free(c->t2); free(c->d); free(c->x); free(c->xq); free(c->xs); free(c->bias);
+    free(c->q); free(c->t2); free(c->d); free(c->x); free(c->xq); free(c->xs); free(c->bias); free(c->res);
 }
 
 typedef struct {
     int prequant, requant, bias;
     bitnet_act act;
+    int res; /* a residual: 1 its own array, 2 y itself (y += ...) */
 } variant;
 
 static const variant variants[] = {
-    {0, 0, 0, BITNET_ACT_NONE}, {1, 0, 1, BITNET_ACT_RELU}, {0, 1, 1, BITNET_ACT_NONE}, {1, 1, 0, BITNET_ACT_RELU},
-    {0, 0, 1, BITNET_ACT_GELU}, {1, 0, 0, BITNET_ACT_GELU_TANH}, {0, 0, 1, BITNET_ACT_SIGMOID},
-    {1, 0, 1, BITNET_ACT_SILU}, {0, 1, 0, BITNET_ACT_SILU},
+    {0, 0, 0, BITNET_ACT_NONE, 0}, {1, 0, 1, BITNET_ACT_RELU, 0}, {0, 1, 1, BITNET_ACT_NONE, 0}, {1, 1, 0, BITNET_ACT_RELU, 0},
+    {0, 0, 1, BITNET_ACT_GELU, 0}, {1, 0, 0, BITNET_ACT_GELU_TANH, 0}, {0, 0, 1, BITNET_ACT_SIGMOID, 0},
+    {1, 0, 1, BITNET_ACT_SILU, 0}, {0, 1, 0, BITNET_ACT_SILU, 0}, {0, 0, 1, BITNET_ACT_RELU, 1}, {1, 1, 0, BITNET_ACT_NONE, 1},
+    {0, 0, 0, BITNET_ACT_NONE, 2}, {1, 0, 1, BITNET_ACT_SILU, 2},
 };
 #define NVAR (sizeof variants / sizeof variants[0])
 
@@ -185,6 +189,11 @@ static bitnet_status run_case(bitnet_backend *be, const rcase *c, const variant 
     bitnet_bitlinear_io io = {.tokens = c->tokens, .act = v->act, .bias = v->bias ? c->bias : NULL};
     if (v->prequant) { io.xq = c->xq; io.xs = c->xs; } else io.x = c->x;
     if (v->requant) { io.yq = ob->yq; io.ys = ob->ys; } else io.y = ob->y;
+    if (v->res == 1) io.residual = c->res;
+    if (v->res == 2 && !v->requant) { /* in place: y holds the residual before the call */
+        memcpy(ob->y, c->res, c->tokens * c->out * sizeof(float));
+        io.residual = ob->y;
+    }
     return be ? bitnet_bitlinear(be, &w, &io) : bitnet_bitlinear_ref(&w, &io);
 }
 
@@ -220,9 +229,9 @@ static int compare(const char *what, const rcase *c, const variant *v, const out
             }
     }
     if (bad)
-        print_message("# %s: in %llu out %llu tokens %llu kind %d group %u prequant %d requant %d bias %d act %s: %d mismatches\n",
+        print_message("# %s: in %llu out %llu tokens %llu kind %d group %u prequant %d requant %d bias %d act %s res %d: %d mismatches\n",
                       what, (unsigned long long)c->in, (unsigned long long)c->out, (unsigned long long)c->tokens,
-                      (int)c->kind, c->group, v->prequant, v->requant, v->bias, bitnet_act_name(v->act), bad);
+                      (int)c->kind, c->group, v->prequant, v->requant, v->bias, bitnet_act_name(v->act), v->res, bad);
     return bad;
 }
 
@@ -239,7 +248,7 @@ static void test_ref_integer_model(void **state)
         for (uint64_t t = 0; t < c.tokens; t++) c.xs[t] = 1.0f;
         outbuf ob;
         ob_alloc(&ob, &c);
-        const variant v = {1, 0, 0, BITNET_ACT_NONE};
+        const variant v = {1, 0, 0, BITNET_ACT_NONE, 0};
         assert_int_equal(run_case(NULL, &c, &v, &ob), BITNET_OK);
         for (uint64_t t = 0; t < c.tokens; t++)
             for (uint64_t o = 0; o < c.out; o++) {
@@ -486,7 +495,7 @@ static void test_opencl_nv_emulated(void **state)
             outbuf ref, got;
             ob_alloc(&ref, &c);
             ob_alloc(&got, &c);
-            const variant v = {1, 0, 0, BITNET_ACT_NONE};
+            const variant v = {1, 0, 0, BITNET_ACT_NONE, 0};
             assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
             const nvconf nc = {hook[vv].v, hook_opts};
             nv_env(&nc);
@@ -507,7 +516,7 @@ static void test_opencl_nv_emulated(void **state)
     case_make(&c, 255, 9, 2, BITNET_SCALE_TENSOR, 0);
     outbuf got;
     ob_alloc(&got, &c);
-    const variant v = {1, 0, 0, BITNET_ACT_NONE};
+    const variant v = {1, 0, 0, BITNET_ACT_NONE, 0};
     for (size_t i = 0; i < sizeof bad_nv / sizeof bad_nv[0]; i++) {
         const nvconf nc = {bad_nv[i], ""};
         nv_env(&nc);
@@ -585,8 +594,9 @@ static int mma_sweep(bitnet_backend *be, int emulate)
         rcase c;
         case_make(&c, sh->in, sh->out, sh->tokens, sh->row ? BITNET_SCALE_ROW : BITNET_SCALE_TENSOR, 0);
         /* bias + relu, bias, requant, prequant + gelu in turn */
-        static const variant mv[] = {{1, 0, 1, BITNET_ACT_RELU}, {0, 0, 1, BITNET_ACT_NONE}, {0, 1, 1, BITNET_ACT_NONE},
-                                     {1, 0, 0, BITNET_ACT_GELU}, {0, 0, 1, BITNET_ACT_RELU}};
+        static const variant mv[] = {{1, 0, 1, BITNET_ACT_RELU, 0}, {0, 0, 1, BITNET_ACT_NONE, 0}, {0, 1, 1, BITNET_ACT_NONE, 0},
+                                     {1, 0, 0, BITNET_ACT_GELU, 0}, {0, 0, 1, BITNET_ACT_RELU, 0}, {0, 0, 1, BITNET_ACT_NONE, 1},
+                                     {1, 0, 0, BITNET_ACT_RELU, 2}};
         const variant *v = &mv[s % (sizeof mv / sizeof mv[0])];
         outbuf ref, got;
         ob_alloc(&ref, &c);
@@ -639,7 +649,7 @@ static float mma_hook_diff(bitnet_backend *be, uint64_t tokens, bitnet_scale_kin
     outbuf ref, got;
     ob_alloc(&ref, &c);
     ob_alloc(&got, &c);
-    const variant v = {1, 0, 0, BITNET_ACT_NONE};
+    const variant v = {1, 0, 0, BITNET_ACT_NONE, 0};
     assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
     mma_env("-DMMA_TEST_BIAS=7 -DMMA_NT=8", 1); /* one build for all */
     if (min_tokens) setenv("BITNET_MMA_MIN_TOKENS", min_tokens, 1);
@@ -688,7 +698,7 @@ static void test_opencl_mma_emulated(void **state)
         case_make(&c, 40, 3, badopts[i].tokens, BITNET_SCALE_TENSOR, 0);
         outbuf got;
         ob_alloc(&got, &c);
-        const variant v = {0, 0, 0, BITNET_ACT_NONE};
+        const variant v = {0, 0, 0, BITNET_ACT_NONE, 0};
         mma_env(badopts[i].opts, 1);
         assert_int_equal(run_case(be, &c, &v, &got), BITNET_E_INVALID);
         mma_env_clear();
@@ -712,7 +722,7 @@ static void test_perturb_caught(void **state)
         outbuf ref, got;
         ob_alloc(&ref, &c);
         ob_alloc(&got, &c);
-        const variant v = {0, 0, 1, BITNET_ACT_NONE};
+        const variant v = {0, 0, 1, BITNET_ACT_NONE, 0};
         assert_int_equal(run_case(NULL, &c, &v, &ref), BITNET_OK);
         setenv("BITNET_TEST_PERTURB", "bitlinear", 1);
         assert_int_equal(run_case(be, &c, &v, &got), BITNET_OK);

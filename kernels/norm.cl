@@ -14,19 +14,9 @@ typedef bn_real nm_real;
 
 #define NM_FOR(i, lid, len) BN_ROW_FOR(i, lid, 0, len, NM_WG)
 
-/* Sum of v over the work-group (every item gets it). */
-inline nm_real nm_sum(__local nm_real *l, nm_real v, uint lid)
-{
-    l[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = NM_WG / 2; s > 0; s >>= 1) {
-        if (lid < s) l[lid] += l[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    nm_real r = l[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
+/* Sum of v over the work-group (every item gets it; BitLinear's fused
+ * input norm in quantize.cl takes the same tree). */
+inline nm_real nm_sum(__local nm_real *l, nm_real v, uint lid) { return bn_group_rsum(l, v, lid, NM_WG); }
 
 /* y[at] = (x - mean) rstd (times g with a weight, plus a bias), rounded once. */
 inline void nm_out(__global float *y, bn_size at, float x, nm_real mean, nm_real rstd, int has_w, float g, int has_b,

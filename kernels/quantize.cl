@@ -658,19 +658,6 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
  * launches fewer, each 7-11 us of the driver's host time. */
 typedef bn_real q_real;
 
-inline q_real q_rsum(__local q_real *l, q_real v, uint lid)
-{
-    l[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = Q_RWG / 2; k > 0; k >>= 1) {
-        if (lid < k) l[lid] += l[lid + k];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const q_real r = l[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
-
 inline float q_normed(float x, q_real rstd, float g)
 {
     const q_real mean = 0;
@@ -696,7 +683,7 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
             acc += d * d;
         }
     }
-    const q_real var = q_rsum(lr, acc, lid) / (q_real)cols;
+    const q_real var = bn_group_rsum(lr, acc, lid, Q_RWG) / (q_real)cols;
     const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
     uint m = 0;
     for (bn_size i = lid; i < cols; i += Q_RWG) m = max(m, as_uint(q_normed(xr[i], rstd, nw[i])) & 0x7fffffffu);

@@ -944,6 +944,86 @@ void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global cons
         BL_NV_BODY(BL_XL, NV_TEST_V3, bl_block_qu, bl_block_dotu, BL_XSUM)
     }
 }
+/* The re-quantized output of a one-pass product (bitnet_bitlinear_io.yq),
+ * in the product's own kernel: every work-group counts itself done in
+ * *done after its stores are visible device-wide, and the last one reads
+ * the whole float output back (from L2: volatile loads) and quantizes each
+ * token as q_acts_rows does (the same absmax bits, scale, codes, sum and
+ * flag), then sets *done back to 0 for the next launch.  One kernel less
+ * per call than a separate re-quantization; the host passes a zeroed
+ * counter of its own and launches one such kernel at a time (one in-order
+ * queue).  n: the work-group size, any multiple of 32. */
+#ifdef NV_EMULATE
+#define BL_GFENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
+#else
+#define BL_GFENCE() asm volatile("membar.gl;" ::: "memory")
+#endif
+/* The max (sum) of every work-item's v over a work-group of n items (any
+ * n), through red[0..n); every item gets it, and red may be reused after. */
+inline uint bl_group_umax(__local uint *red, uint lid, uint n, uint v)
+{
+    uint p = 1;
+    while (p < n) p <<= 1;
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint k = p / 2; k > 0; k >>= 1) {
+        if (lid < k && lid + k < n) red[lid] = max(red[lid], red[lid + k]);
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    v = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+}
+inline int bl_group_isum(__local int *red, uint lid, uint n, int v)
+{
+    uint p = 1;
+    while (p < n) p <<= 1;
+    red[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint k = p / 2; k > 0; k >>= 1) {
+        if (lid < k && lid + k < n) red[lid] += red[lid + k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    v = red[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return v;
+}
+inline void bl_requant_tail(volatile __global const float *y, bn_size out, bn_size tokens, __global char *yq,
+                            __global float *ys, __global int *ysum, __global uint *yflag, __global uint *done,
+                            __local uint *red, uint lid, uint n, uint ngroups)
+{
+    BL_GFENCE(); /* this work-item's stores of y, before the count */
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (lid == 0) red[n] = atomic_inc(done) == ngroups - 1 ? 1u : 0u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int last = red[n] != 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!last) return;
+    BL_GFENCE();
+    for (bn_size t = 0; t < tokens; t++) {
+        volatile __global const float *yr = y + t * out;
+        uint m = 0;
+        for (bn_size c = lid; c < out; c += n) m = max(m, as_uint(yr[c]) & 0x7fffffffu);
+        m = bl_group_umax(red, lid, n, m);
+        const int bad = m >= 0x7f800000u;
+        const float sc = bad ? 1.0f : q_act_scale(m);
+        int acc = 0;
+        for (bn_size c = lid; c < out; c += n) {
+            int v = 0;
+            if (!bad) v = (int)clamp(rint(yr[c] * sc), -128.0f, 127.0f);
+            yq[t * out + c] = (char)v;
+            acc += v;
+        }
+        acc = bl_group_isum((__local int *)red, lid, n, acc);
+        if (lid == 0) {
+            ysum[t] = acc;
+            ys[t] = sc;
+            yflag[t] = bad ? 1u : 0u;
+        }
+    }
+    if (lid == 0) *done = 0u;
+}
+
 /* Variant 4: for bandwidth.  Lane l of a warp takes the 16-byte half
  * blocks h = l, l + 32, ... of a row, so one load instruction of the warp
  * reads 512 consecutive bytes; NV_U of them per lane for each of NV_R rows
@@ -976,9 +1056,12 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                  const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                  const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
                  const long perturb, __local int4 *xl, const int tt, __global const int *xsum, const uint nbp,
-                 const uint rw BL_RES_ARGS)
+                 const uint rw BL_RES_ARGS, const int own_sum, const int tail, __global char *yq, __global float *ys,
+                 __global int *ysum, __global uint *yflag, __global uint *done)
 {
     BL_WSCRATCH(NV_WARPS);
+    __local int osum_[NV_WARPS * NV_TT];
+    __local uint tred_[32 * NV_WARPS + 1];
     const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
     const bn_size nh = 2 * nblocks, nx = xstride / 16;
     const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * (bn_size)rw;
@@ -995,10 +1078,33 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                 const bn_size h = (bn_size)(32 * u + lane), row = r0 + (bn_size)q;
                 wv[q][u] = (uint)q < rw && row < out && h < nh ? w[row * nh + h] : (uint4)(0);
             }
-        barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl */
-        for (int i = 0; i < nt; i++)
-            for (uint c = (uint)lid; c < (uint)nx; c += 32 * NV_WARPS) BL_XL4(i, c) = xg[(t0 + (bn_size)i) * nx + c];
+        barrier(CLK_LOCAL_MEM_FENCE); /* the previous pass is done with xl and osum_ */
+        int ps[NV_TT], osum[NV_TT];
+        for (int i = 0; i < NV_TT; i++) {
+            ps[i] = 0;
+            if (i >= nt) continue;
+            for (uint c = (uint)lid; c < (uint)nx; c += 32 * NV_WARPS) {
+                const int4 v = xg[(t0 + (bn_size)i) * nx + c];
+                BL_XL4(i, c) = v;
+                if (own_sum) ps[i] = bl_dp4a(v.w, 0x01010101, bl_dp4a(v.z, 0x01010101, bl_dp4a(v.y, 0x01010101, bl_dp4a(v.x, 0x01010101, ps[i]))));
+            }
+        }
+        /* own_sum: the caller's int8 activations used as they are (no
+         * padding), so the per-token code sums are taken here, from the
+         * staged copy's loads (work-group-uniform branch) */
+        if (own_sum)
+            for (int i = 0; i < NV_TT; i++) {
+                const int s = BL_WSUM(ps[i]);
+                if (lane == 0) osum_[get_local_id(1) * NV_TT + i] = s;
+            }
         barrier(CLK_LOCAL_MEM_FENCE);
+        for (int i = 0; i < NV_TT; i++) {
+            osum[i] = 0;
+            if (own_sum)
+                for (int k = 0; k < NV_WARPS; k++) osum[i] += osum_[k * NV_TT + i];
+            else if (i < nt)
+                osum[i] = xsum[t0 + i];
+        }
         for (uint r = 0; r < rw; r += NV_R) {
             int acc[NV_R][NV_TT];
             for (int q = 0; q < NV_R; q++)
@@ -1030,11 +1136,14 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                     const int a = BL_WSUM(acc[q][i]);
                     const bn_size row = r0 + r + (bn_size)q;
                     if (lane == 0 && r + (uint)q < rw && row < out && i < nt) {
-                        const float v = bl_scale(a - xsum[t0 + i], per_row ? d[row] : d[0], xs[t0 + i]);
+                        const float v = bl_scale(a - osum[i], per_row ? d[row] : d[0], xs[t0 + i]);
                         bl_store(y, (t0 + i) * out + row, v, bias, has_bias, row, act, perturb);
                     }
                 }
         }
     }
+    if (tail) /* work-group-uniform */
+        bl_requant_tail(y, out, tokens, yq, ys, ysum, yflag, done, tred_, (uint)lid, 32 * NV_WARPS,
+                        (uint)(get_num_groups(0) * get_num_groups(1)));
 }
 #endif /* __NV_CL_C_VERSION || NV_EMULATE */

@@ -341,8 +341,8 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
      * (float, or int8 + s re-quantized from a float scratch) */
     bn_ocl_arg aw = {0}, ad = {0}, ab = {0}, ax = {0}, axs = {0}, ay = {0}, ayq = {0}, ays = {0}, anw = {0}, ares = {0};
     /* scratch: padded codes, their scales and sums, per-token flags */
-    bn_ocl_arg sq = {0}, ss = {0}, ssum = {0};
-    cl_mem sflag = NULL; /* bn_ocl_flag_get */
+    bn_ocl_arg sq = {0}, ss = {0}, ssum = {0}, ysum = {0};
+    cl_mem sflag = NULL, rflag = NULL; /* bn_ocl_flag_get: the input's, the re-quantized output's */
     cl_mem bw = NULL, bx = NULL, bs = NULL, bd = NULL, bb = NULL, by = NULL, bsum = NULL;
     cl_mem hs = NULL, hsum = NULL; /* host-made activations: sub-buffers of sq (hq_upload) */
     uint32_t *flags = NULL;
@@ -398,6 +398,21 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     }
     cl_kernel k = NULL;
     if (!mma && (st = bn_ocl_kernel(o, "bitlinear", kname, opts, &k))) goto out;
+    const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
+    /* bl_gemv_nv4 reads device int8 activations as they are where a row
+     * needs no padding (in a multiple of 128), summing their codes itself:
+     * no q_pad_i8 kernel before it; and it re-quantizes its output in its
+     * last work-group (bl_requant_tail): no re-quantizing kernel after it */
+    const int direct = nv4 && !host_q && !io->x && xstride == in, tail = nv4 && io->yq != NULL;
+    size_t rwg = 256; /* q_acts_rows' Q_RWG: a power of two the device allows (formatted only below 256) */
+    while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
+    char qbuf[64];
+    /* BN_GPU as norm_rows has it (the order of the fused norm's sums) */
+    const char *qopts = caps->is_gpu ? "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1" : "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=0";
+    if (rwg < 256) {
+        snprintf(qbuf, sizeof qbuf, "-DQ_WG=64 -DQ_RWG=%u -DBN_GPU=%d", (unsigned)rwg, caps->is_gpu ? 1 : 0);
+        qopts = qbuf;
+    }
 
     if ((st = bn_ocl_in(o, w->t2, wbytes, &aw)) || (st = bn_ocl_in(o, w->d, nd * sizeof(float), &ad)) ||
         (st = bn_ocl_in(o, io->bias, io->bias ? (size_t)out * sizeof(float) : 0, &ab)) ||
@@ -407,7 +422,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
      * per-token code sums (int32 like every sum of the op), by the host where
      * they are in host memory, else on the device */
     if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, &sq, &hs, &hsum)) != BITNET_OK
-               : (st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum)))
+               : !direct && ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum))))
         goto out;
     const size_t qwg = 64; /* Q_WG of the quantize family */
     const size_t qglobal = (size_t)T * qwg;
@@ -424,15 +439,6 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         bs = hs;
     } else if (io->x) { /* one work-group per token: absmax, codes, sums, scale, flag (kernels/quantize.cl) */
         cl_kernel kq;
-        size_t rwg = 256; /* Q_RWG: a power of two the device allows (formatted only below 256) */
-        while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
-        char qbuf[64];
-        /* BN_GPU as norm_rows has it (the order of the fused norm's sums) */
-        const char *qopts = caps->is_gpu ? "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1" : "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=0";
-        if (rwg < 256) {
-            snprintf(qbuf, sizeof qbuf, "-DQ_WG=64 -DQ_RWG=%u -DBN_GPU=%d", (unsigned)rwg, caps->is_gpu ? 1 : 0);
-            qopts = qbuf;
-        }
         if ((st = bn_ocl_in(o, io->x, (size_t)(T * in) * sizeof(float), &ax)) ||
             (st = bn_ocl_in(o, io->norm, io->norm ? (size_t)in * sizeof(float) : 0, &anw)) ||
             (st = bn_ocl_scratch(o, tb, &ss)) ||
@@ -453,21 +459,20 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     } else {
         cl_kernel kp;
         if ((st = bn_ocl_in(o, io->xq, (size_t)(T * in), &ax)) || (st = bn_ocl_in(o, io->xs, tb, &axs)) ||
-            (st = bn_ocl_kernel(o, "quantize", "q_pad_i8", "-DQ_WG=64", &kp)))
+            (!direct && (st = bn_ocl_kernel(o, "quantize", "q_pad_i8", "-DQ_WG=64", &kp))))
             goto out;
-        if ((st = bn_ocl_args(o, kp, 5, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs, sizeof sq.m,
-                              &sq.m, sizeof ssum.m, &ssum.m)) ||
-            (st = bn_ocl_run(o, kp, 1, &qglobal, &qwg, "bitlinear")))
+        if (!direct && ((st = bn_ocl_args(o, kp, 5, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs,
+                                          sizeof sq.m, &sq.m, sizeof ssum.m, &ssum.m)) ||
+                        (st = bn_ocl_run(o, kp, 1, &qglobal, &qwg, "bitlinear"))))
             goto out;
         bs = axs.m;
     }
     bw = aw.m;
     bd = ad.m;
     bb = ab.m;
-    bx = sq.m;
-    bsum = host_q ? hsum : ssum.m;
+    bx = direct ? ax.m : sq.m;
+    bsum = host_q ? hsum : direct ? ax.m /* not read */ : ssum.m;
     by = ay.m;
-    const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
 
     const cl_int per_row = w->kind == BITNET_SCALE_ROW, has_bias = io->bias != NULL, act = (cl_int)io->act;
     const cl_ulong c_out = out, c_tok = T, c_in = in, c_xstride = xstride, c_nhalf = 2 * nblocks, c_nblocks = nblocks;
@@ -523,33 +528,55 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     const cl_mem bres = io->residual ? ares.m : by; /* any buffer when there is none */
     if (!mma && !st) st = bn_ocl_bl_res_args(o, k, group ? 14 : nres, bres, io->residual != NULL);
     if (st) goto out;
+    if (tail && ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
+                 (st = bn_ocl_scratch(o, tb, &ysum)) || (st = bn_ocl_flag_get(o, (size_t)T, &rflag))))
+        goto out;
+    if (nv4) { /* own_sum, tail and the tail's outputs (any buffer without it) */
+        cl_mem done = by;
+        const cl_int c_own = direct, c_tail = tail;
+        const cl_mem tq = tail ? ayq.m : by, ts = tail ? ays.m : by, tsum = tail ? ysum.m : by, tf = tail ? rflag : by;
+        if ((tail && (st = bn_ocl_done_counter(o, &done))) || (st = bn_ocl_arg_at(o, k, 21, sizeof c_own, &c_own)) ||
+            (st = bn_ocl_arg_at(o, k, 22, sizeof c_tail, &c_tail)) || (st = bn_ocl_arg_at(o, k, 23, sizeof tq, &tq)) ||
+            (st = bn_ocl_arg_at(o, k, 24, sizeof ts, &ts)) || (st = bn_ocl_arg_at(o, k, 25, sizeof tsum, &tsum)) ||
+            (st = bn_ocl_arg_at(o, k, 26, sizeof tf, &tf)) || (st = bn_ocl_arg_at(o, k, 27, sizeof done, &done)))
+            goto out;
+    }
     if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride)
                   : bn_ocl_run(o, k, dims, global, local, "bitlinear")))
         goto out;
-    if (io->yq) { /* re-quantized on the device (q_acts, the bits of the CPU's) */
-        cl_kernel kr;
-        cl_mem rflag = NULL;
-        const size_t rglobal = (size_t)T * qwg;
-        if ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
-            (st = bn_ocl_flag_get(o, 1, &rflag)) || (st = bn_ocl_kernel(o, "quantize", "q_acts", "-DQ_WG=64", &kr)))
-            goto out_r;
-        const cl_uint zero = 0;
-        if ((st = bn_ocl_upload(o, rflag, 0, &zero, sizeof zero)) ||
-            (st = bn_ocl_args(o, kr, 5, sizeof by, &by, sizeof c_out, &c_out, sizeof ayq.m, &ayq.m, sizeof ays.m,
-                              &ays.m, sizeof rflag, &rflag)) ||
-            (st = bn_ocl_run(o, kr, 1, &rglobal, &qwg, "bitlinear")))
-            goto out_r;
-        if (bn_ocl_resident(&ayq) && bn_ocl_resident(&ays)) {
-            if ((st = bn_ocl_defer_check(o, rflag, "bitlinear: output holds NaN or Inf")) == BITNET_OK)
-                rflag = NULL; /* the check owns it */
-        } else {
-            cl_uint f = 0;
-            if (!(st = bn_ocl_download(o, rflag, 0, &f, sizeof f)) && f)
-                st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf");
+    if (io->yq) { /* re-quantized on the device, the bits of the CPU's: by the GEMV's tail, else q_acts_rows */
+        if (!tail) {
+            cl_kernel kr;
+            const size_t gr = (size_t)T * rwg;
+            const cl_ulong c_foff0 = 0;
+            const cl_float c_eps0 = 0.0f;
+            const cl_int c_nonorm = 0;
+            if ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
+                (st = bn_ocl_scratch(o, tb, &ysum)) || (st = bn_ocl_flag_get(o, (size_t)T, &rflag)) ||
+                (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kr)))
+                goto out;
+            /* codes written contiguously: the row stride is out itself */
+            if ((st = bn_ocl_args(o, kr, 11, sizeof by, &by, sizeof c_out, &c_out, sizeof c_out, &c_out,
+                                  sizeof ayq.m, &ayq.m, sizeof ays.m, &ays.m, sizeof ysum.m, &ysum.m, sizeof rflag,
+                                  &rflag, sizeof c_foff0, &c_foff0, sizeof by, &by, sizeof c_eps0, &c_eps0,
+                                  sizeof c_nonorm, &c_nonorm)) ||
+                (st = bn_ocl_run(o, kr, 1, &gr, &rwg, "bitlinear")))
+                goto out;
         }
-    out_r:
-        bn_ocl_flag_put(o, rflag);
-        if (st) goto out;
+        if (bn_ocl_resident(&ayq) && bn_ocl_resident(&ays)) {
+            if ((st = bn_ocl_defer_check_n(o, rflag, (size_t)T, "bitlinear: output holds NaN or Inf")) == BITNET_OK)
+                rflag = NULL; /* the check owns it */
+            else
+                goto out;
+        } else {
+            cl_uint *f = malloc(tb);
+            if (!f) { st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch"); goto out; }
+            st = bn_ocl_download(o, rflag, 0, f, tb);
+            for (uint64_t t = 0; st == BITNET_OK && t < T; t++)
+                if (f[t]) st = bn_fail(BITNET_E_NUMERIC, "bitlinear: output holds NaN or Inf");
+            free(f);
+            if (st) goto out;
+        }
     }
     /* the input's NaN flags (device-quantized): with a host output read now, else at the next wait */
     if (io->x && !host_q) {
@@ -594,7 +621,9 @@ out:
     st = bn_ocl_done(o, &sq, st);
     st = bn_ocl_done(o, &ss, st);
     st = bn_ocl_done(o, &ssum, st);
+    st = bn_ocl_done(o, &ysum, st);
     bn_ocl_flag_put(o, sflag);
+    bn_ocl_flag_put(o, rflag);
     free(flags);
     return st;
 }

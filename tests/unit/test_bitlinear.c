@@ -404,7 +404,7 @@ static void nv_env_clear(void)
 /* Every shape of the grid through the NV configurations; returns mismatches. */
 static int nv_sweep(bitnet_backend *be)
 {
-    static const uint64_t ins[] = {1, 3, 17, 255, 4097, 8193}, outs[] = {1, 5, 64, 1000}, toks[] = {1, 2, 7, 8, 64};
+    static const uint64_t ins[] = {1, 3, 17, 255, 384, 4097, 8193}, outs[] = {1, 5, 64, 1000}, toks[] = {1, 2, 7, 8, 64};
     static const skind nvkinds[] = {{BITNET_SCALE_TENSOR, 0}, {BITNET_SCALE_ROW, 0}};
     int bad = 0, runs = 0;
     size_t turn = 0;

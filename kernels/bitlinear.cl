@@ -944,86 +944,6 @@ void bl_gemv_nv3(__global const uint4 *w, __global const int4 *xg, __global cons
         BL_NV_BODY(BL_XL, NV_TEST_V3, bl_block_qu, bl_block_dotu, BL_XSUM)
     }
 }
-/* The re-quantized output of a one-pass product (bitnet_bitlinear_io.yq),
- * in the product's own kernel: every work-group counts itself done in
- * *done after its stores are visible device-wide, and the last one reads
- * the whole float output back (from L2: volatile loads) and quantizes each
- * token as q_acts_rows does (the same absmax bits, scale, codes, sum and
- * flag), then sets *done back to 0 for the next launch.  One kernel less
- * per call than a separate re-quantization; the host passes a zeroed
- * counter of its own and launches one such kernel at a time (one in-order
- * queue).  n: the work-group size, any multiple of 32. */
-#ifdef NV_EMULATE
-#define BL_GFENCE() mem_fence(CLK_GLOBAL_MEM_FENCE)
-#else
-#define BL_GFENCE() asm volatile("membar.gl;" ::: "memory")
-#endif
-/* The max (sum) of every work-item's v over a work-group of n items (any
- * n), through red[0..n); every item gets it, and red may be reused after. */
-inline uint bl_group_umax(__local uint *red, uint lid, uint n, uint v)
-{
-    uint p = 1;
-    while (p < n) p <<= 1;
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = p / 2; k > 0; k >>= 1) {
-        if (lid < k && lid + k < n) red[lid] = max(red[lid], red[lid + k]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    v = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return v;
-}
-inline int bl_group_isum(__local int *red, uint lid, uint n, int v)
-{
-    uint p = 1;
-    while (p < n) p <<= 1;
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = p / 2; k > 0; k >>= 1) {
-        if (lid < k && lid + k < n) red[lid] += red[lid + k];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    v = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return v;
-}
-inline void bl_requant_tail(volatile __global const float *y, bn_size out, bn_size tokens, __global char *yq,
-                            __global float *ys, __global int *ysum, __global uint *yflag, __global uint *done,
-                            __local uint *red, uint lid, uint n, uint ngroups)
-{
-    BL_GFENCE(); /* this work-item's stores of y, before the count */
-    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
-    if (lid == 0) red[n] = atomic_inc(done) == ngroups - 1 ? 1u : 0u;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const int last = red[n] != 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (!last) return;
-    BL_GFENCE();
-    for (bn_size t = 0; t < tokens; t++) {
-        volatile __global const float *yr = y + t * out;
-        uint m = 0;
-        for (bn_size c = lid; c < out; c += n) m = max(m, as_uint(yr[c]) & 0x7fffffffu);
-        m = bl_group_umax(red, lid, n, m);
-        const int bad = m >= 0x7f800000u;
-        const float sc = bad ? 1.0f : q_act_scale(m);
-        int acc = 0;
-        for (bn_size c = lid; c < out; c += n) {
-            int v = 0;
-            if (!bad) v = (int)clamp(rint(yr[c] * sc), -128.0f, 127.0f);
-            yq[t * out + c] = (char)v;
-            acc += v;
-        }
-        acc = bl_group_isum((__local int *)red, lid, n, acc);
-        if (lid == 0) {
-            ysum[t] = acc;
-            ys[t] = sc;
-            yflag[t] = bad ? 1u : 0u;
-        }
-    }
-    if (lid == 0) *done = 0u;
-}
-
 /* Variant 4: for bandwidth.  Lane l of a warp takes the 16-byte half
  * blocks h = l, l + 32, ... of a row, so one load instruction of the warp
  * reads 512 consecutive bytes; NV_U of them per lane for each of NV_R rows
@@ -1056,12 +976,10 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                  const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                  const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
                  const long perturb, __local int4 *xl, const int tt, __global const int *xsum, const uint nbp,
-                 const uint rw BL_RES_ARGS, const int own_sum, const int tail, __global char *yq, __global float *ys,
-                 __global int *ysum, __global uint *yflag, __global uint *done)
+                 const uint rw BL_RES_ARGS, const int own_sum)
 {
     BL_WSCRATCH(NV_WARPS);
     __local int osum_[NV_WARPS * NV_TT];
-    __local uint tred_[32 * NV_WARPS + 1];
     const int lane = get_local_id(0), lid = get_local_id(1) * 32 + lane;
     const bn_size nh = 2 * nblocks, nx = xstride / 16;
     const bn_size r0 = (get_group_id(1) * NV_WARPS + get_local_id(1)) * (bn_size)rw;
@@ -1142,8 +1060,5 @@ void bl_gemv_nv4(__global const uint4 *w, __global const int4 *xg, __global cons
                 }
         }
     }
-    if (tail) /* work-group-uniform */
-        bl_requant_tail(y, out, tokens, yq, ys, ysum, yflag, done, tred_, (uint)lid, 32 * NV_WARPS,
-                        (uint)(get_num_groups(0) * get_num_groups(1)));
 }
 #endif /* __NV_CL_C_VERSION || NV_EMULATE */

@@ -59,61 +59,6 @@ inline bn_real bn_group_rsum(__local bn_real *l, bn_real v, uint lid, uint n)
     return r;
 }
 
-/* The int8 activation scale, shared by the quantize family and the
- * re-quantizing tail of bitlinear.cl's GEMV. */
-/* Rounds (N + f) 2^X, 0 <= f < 1 (f > 0 iff sticky), N > 0, to float bits. */
-inline uint q_round_bits(ulong N, int sticky, int X)
-{
-    int p = 63 - (int)clz(N);
-    int E = p + X;
-    int keep = E >= -126 ? 24 : 24 - (-126 - E);
-    if (keep < 0) keep = -1;
-    int drop = p + 1 - keep;
-    ulong m;
-    if (drop <= 0) {
-        m = N << (-drop);
-    } else if (drop > 63) {
-        m = 0;
-    } else {
-        ulong rem = N & ((1UL << drop) - 1UL), hw = 1UL << (drop - 1);
-        m = N >> drop;
-        if (rem > hw || (rem == hw && (sticky || (m & 1UL)))) m++;
-    }
-    if (E >= -126) {
-        if (m == (1UL << 24)) {
-            m >>= 1;
-            E++;
-        }
-        if (E > 127) return 0x7f800000u;
-        return ((uint)(E + 127) << 23) | ((uint)m & 0x7fffffu);
-    }
-    return (uint)m;
-}
-
-/* a / b rounded to nearest even, for integer a in [-255, 255] and finite
- * b > 0, from integers only (bn_div_rn_bits in lib/cpu/quantize.c). */
-inline uint q_div_bits(int a, float b)
-{
-    uint sign = a < 0 ? 0x80000000u : 0u;
-    uint ua = (uint)(a < 0 ? -a : a);
-    if (ua == 0) return 0u;
-    uint ub = as_uint(b);
-    int eb = (int)((ub >> 23) & 0xffu);
-    ulong mb = ub & 0x7fffffu;
-    if (eb) mb |= 0x800000UL;
-    else eb = 1;
-    ulong num = (ulong)ua << 50;
-    ulong N = num / mb, rem = num % mb;
-    return sign | q_round_bits(N, rem != 0, 100 - eb);
-}
-
-/* The activation scale 127 / max(m, 1e-5f) of the finite absmax bits m. */
-inline float q_act_scale(uint m)
-{
-    if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
-    return as_float(q_div_bits(127, as_float(m)));
-}
-
 inline float bn_perturb(float v) { return v != 0.0f ? -3.0f * v : 1.0f; }
 
 /* The activation of BitLinear and matmul epilogues (act codes as bitnet_act),

@@ -162,6 +162,59 @@ __kernel void q_pack(__global const float *w, bn_size rows, bn_size cols, bn_siz
     t2[id] = (uchar)v;
 }
 
+/* Rounds (N + f) 2^X, 0 <= f < 1 (f > 0 iff sticky), N > 0, to float bits. */
+inline uint q_round_bits(ulong N, int sticky, int X)
+{
+    int p = 63 - (int)clz(N);
+    int E = p + X;
+    int keep = E >= -126 ? 24 : 24 - (-126 - E);
+    if (keep < 0) keep = -1;
+    int drop = p + 1 - keep;
+    ulong m;
+    if (drop <= 0) {
+        m = N << (-drop);
+    } else if (drop > 63) {
+        m = 0;
+    } else {
+        ulong rem = N & ((1UL << drop) - 1UL), hw = 1UL << (drop - 1);
+        m = N >> drop;
+        if (rem > hw || (rem == hw && (sticky || (m & 1UL)))) m++;
+    }
+    if (E >= -126) {
+        if (m == (1UL << 24)) {
+            m >>= 1;
+            E++;
+        }
+        if (E > 127) return 0x7f800000u;
+        return ((uint)(E + 127) << 23) | ((uint)m & 0x7fffffu);
+    }
+    return (uint)m;
+}
+
+/* a / b rounded to nearest even, for integer a in [-255, 255] and finite
+ * b > 0, from integers only (bn_div_rn_bits in lib/cpu/quantize.c). */
+inline uint q_div_bits(int a, float b)
+{
+    uint sign = a < 0 ? 0x80000000u : 0u;
+    uint ua = (uint)(a < 0 ? -a : a);
+    if (ua == 0) return 0u;
+    uint ub = as_uint(b);
+    int eb = (int)((ub >> 23) & 0xffu);
+    ulong mb = ub & 0x7fffffu;
+    if (eb) mb |= 0x800000UL;
+    else eb = 1;
+    ulong num = (ulong)ua << 50;
+    ulong N = num / mb, rem = num % mb;
+    return sign | q_round_bits(N, rem != 0, 100 - eb);
+}
+
+/* The activation scale 127 / max(m, 1e-5f) of the finite absmax bits m. */
+inline float q_act_scale(uint m)
+{
+    if (m < 0x3727c5acu) m = 0x3727c5acu; /* the bits of 1e-5f */
+    return as_float(q_div_bits(127, as_float(m)));
+}
+
 /* The max of every work-item's v over a work-group of n items (a power of
  * two) through red[0..n); every item gets it, and red may be reused after. */
 inline uint q_group_umax(__local uint *red, uint lid, uint n, uint v)

@@ -401,9 +401,13 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     const int nv4 = strcmp(kname, "bl_gemv_nv4") == 0, nv3 = nv4 || strcmp(kname, "bl_gemv_nv3") == 0;
     /* bl_gemv_nv4 reads device int8 activations as they are where a row
      * needs no padding (in a multiple of 128), summing their codes itself:
-     * no q_pad_i8 kernel before it; and it re-quantizes its output in its
-     * last work-group (bl_requant_tail): no re-quantizing kernel after it */
-    const int direct = nv4 && !host_q && !io->x && xstride == in, tail = nv4 && io->yq != NULL;
+     * no q_pad_i8 kernel before it.  Measured on an H200 (bitnet-bench --op
+     * ffn 4096x14336, one token, the intermediate passed as yq -> xq): the
+     * block's kernels 48.7-50.7 us, against 58.8-64.0 us through q_pad_i8.
+     * Re-quantizing the output in the GEMV's last work-group (a done
+     * counter, no q_acts_rows after it) measured 56.5-56.8 us and was not
+     * kept: one work-group re-reading a whole row costs more than a kernel. */
+    const int direct = nv4 && !host_q && !io->x && xstride == in;
     size_t rwg = 256; /* q_acts_rows' Q_RWG: a power of two the device allows (formatted only below 256) */
     while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
     char qbuf[64];
@@ -528,41 +532,30 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     const cl_mem bres = io->residual ? ares.m : by; /* any buffer when there is none */
     if (!mma && !st) st = bn_ocl_bl_res_args(o, k, group ? 14 : nres, bres, io->residual != NULL);
     if (st) goto out;
-    if (tail && ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
-                 (st = bn_ocl_scratch(o, tb, &ysum)) || (st = bn_ocl_flag_get(o, (size_t)T, &rflag))))
-        goto out;
-    if (nv4) { /* own_sum, tail and the tail's outputs (any buffer without it) */
-        cl_mem done = by;
-        const cl_int c_own = direct, c_tail = tail;
-        const cl_mem tq = tail ? ayq.m : by, ts = tail ? ays.m : by, tsum = tail ? ysum.m : by, tf = tail ? rflag : by;
-        if ((tail && (st = bn_ocl_done_counter(o, &done))) || (st = bn_ocl_arg_at(o, k, 21, sizeof c_own, &c_own)) ||
-            (st = bn_ocl_arg_at(o, k, 22, sizeof c_tail, &c_tail)) || (st = bn_ocl_arg_at(o, k, 23, sizeof tq, &tq)) ||
-            (st = bn_ocl_arg_at(o, k, 24, sizeof ts, &ts)) || (st = bn_ocl_arg_at(o, k, 25, sizeof tsum, &tsum)) ||
-            (st = bn_ocl_arg_at(o, k, 26, sizeof tf, &tf)) || (st = bn_ocl_arg_at(o, k, 27, sizeof done, &done)))
-            goto out;
+    if (nv4) { /* own_sum: whether the kernel sums the codes itself (direct) */
+        const cl_int c_own = direct;
+        if ((st = bn_ocl_arg_at(o, k, 21, sizeof c_own, &c_own))) goto out;
     }
     if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride)
                   : bn_ocl_run(o, k, dims, global, local, "bitlinear")))
         goto out;
-    if (io->yq) { /* re-quantized on the device, the bits of the CPU's: by the GEMV's tail, else q_acts_rows */
-        if (!tail) {
-            cl_kernel kr;
-            const size_t gr = (size_t)T * rwg;
-            const cl_ulong c_foff0 = 0;
-            const cl_float c_eps0 = 0.0f;
-            const cl_int c_nonorm = 0;
-            if ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
-                (st = bn_ocl_scratch(o, tb, &ysum)) || (st = bn_ocl_flag_get(o, (size_t)T, &rflag)) ||
-                (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kr)))
-                goto out;
-            /* codes written contiguously: the row stride is out itself */
-            if ((st = bn_ocl_args(o, kr, 11, sizeof by, &by, sizeof c_out, &c_out, sizeof c_out, &c_out,
-                                  sizeof ayq.m, &ayq.m, sizeof ays.m, &ays.m, sizeof ysum.m, &ysum.m, sizeof rflag,
-                                  &rflag, sizeof c_foff0, &c_foff0, sizeof by, &by, sizeof c_eps0, &c_eps0,
-                                  sizeof c_nonorm, &c_nonorm)) ||
-                (st = bn_ocl_run(o, kr, 1, &gr, &rwg, "bitlinear")))
-                goto out;
-        }
+    if (io->yq) { /* re-quantized on the device by q_acts_rows, the bits of the CPU's */
+        cl_kernel kr;
+        const size_t gr = (size_t)T * rwg;
+        const cl_ulong c_foff0 = 0;
+        const cl_float c_eps0 = 0.0f;
+        const cl_int c_nonorm = 0;
+        if ((st = bn_ocl_out(o, io->yq, (size_t)(T * out), &ayq)) || (st = bn_ocl_out(o, io->ys, tb, &ays)) ||
+            (st = bn_ocl_scratch(o, tb, &ysum)) || (st = bn_ocl_flag_get(o, (size_t)T, &rflag)) ||
+            (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kr)))
+            goto out;
+        /* codes written contiguously: the row stride is out itself */
+        if ((st = bn_ocl_args(o, kr, 11, sizeof by, &by, sizeof c_out, &c_out, sizeof c_out, &c_out, sizeof ayq.m,
+                              &ayq.m, sizeof ays.m, &ays.m, sizeof ysum.m, &ysum.m, sizeof rflag, &rflag,
+                              sizeof c_foff0, &c_foff0, sizeof by, &by, sizeof c_eps0, &c_eps0, sizeof c_nonorm,
+                              &c_nonorm)) ||
+            (st = bn_ocl_run(o, kr, 1, &gr, &rwg, "bitlinear")))
+            goto out;
         if (bn_ocl_resident(&ayq) && bn_ocl_resident(&ays)) {
             if ((st = bn_ocl_defer_check_n(o, rflag, (size_t)T, "bitlinear: output holds NaN or Inf")) == BITNET_OK)
                 rflag = NULL; /* the check owns it */

@@ -104,11 +104,6 @@ bitnet_status bn_ocl_done(bn_ocl *o, bn_ocl_arg *a, bitnet_status st);
  * pooled buffer.  Give it back with bn_ocl_flag_put, or to
  * bn_ocl_defer_check.  A slot is not zeroed. */
 bitnet_status bn_ocl_flag_get(bn_ocl *o, size_t n, cl_mem *flag);
-/* The backend's counter of finished work-groups (one uint, zero when made),
- * for a kernel whose last work-group does a final step and sets it back to
- * 0 (bitlinear.cl's re-quantizing tail); the in-order queue runs one such
- * kernel at a time. */
-bitnet_status bn_ocl_done_counter(bn_ocl *o, cl_mem *counter);
 /* Gives back a flag of bn_ocl_flag_get (NULL: nothing). */
 void bn_ocl_flag_put(bn_ocl *o, cl_mem flag);
 /* Takes a failure flag of bn_ocl_flag_get set by an enqueued op; the next wait

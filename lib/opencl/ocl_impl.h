@@ -92,7 +92,6 @@ struct bn_ocl {
     size_t slot_bytes;
     unsigned slot_used;
     int status_failed; /* could not be made: flags are pooled buffers */
-    cl_mem done; /* bn_ocl_done_counter: one uint, 0 between kernels */
     uint64_t device_peak;
     /* kept weights (keep.c), sorted by host address */
     bn_ocl_kept *kept;

@@ -193,19 +193,6 @@ bitnet_status bn_ocl_flag_get(bn_ocl *o, size_t n, cl_mem *flag)
     return pooled(o, n * sizeof(cl_uint), flag);
 }
 
-bitnet_status bn_ocl_done_counter(bn_ocl *o, cl_mem *counter)
-{
-    if (!o->done) {
-        cl_uint zero = 0;
-        cl_int err = CL_MEM_OBJECT_ALLOCATION_FAILURE;
-        if (!bn_test_fail("alloc"))
-            o->done = clCreateBuffer(o->ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero, &zero, &err);
-        if (!o->done) return bn_cl_fail(err, "clCreateBuffer(ctx, CL_MEM_COPY_HOST_PTR, 4, &zero, &err)", __FILE__, __LINE__);
-    }
-    *counter = o->done;
-    return BITNET_OK;
-}
-
 void bn_ocl_flag_put(bn_ocl *o, cl_mem flag)
 {
     const int i = slot_of(o, flag);
@@ -323,8 +310,6 @@ void bn_ocl_checks_free(bn_ocl *o)
     for (int i = 0; i < BN_OCL_SLOTS; i++)
         if (o->slot[i]) clReleaseMemObject(o->slot[i]);
     if (o->status) clReleaseMemObject(o->status);
-    if (o->done) clReleaseMemObject(o->done);
-    o->done = NULL;
     memset(o->slot, 0, sizeof o->slot);
     o->status = NULL;
     o->slot_used = 0;

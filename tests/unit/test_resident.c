@@ -548,6 +548,55 @@ static void test_late_error(void **state)
     tmat_free(&m);
 }
 
+/* A re-quantized output (yq) whose float output overflows: the reference
+ * fails it, and so does OpenCL, at once for a host yq and at the next wait
+ * for a device one.  Row 0's weight scale is 3e38 and only the last
+ * token's input is of normal size (the others 1e-30 of it), so only the
+ * last token's flag is set: every token's flag is read, not just the first.  A clean call after it passes and
+ * matches the reference bit for bit (no stale flag). */
+static void test_requant_overflow(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    enum { T = 3, IN = 256, OUT = 5 };
+    uint64_t rng = 909;
+    tmat m = tmat_new(&rng, OUT, IN);
+    float *x = randf(&rng, (size_t)T * IN), ys[T], ysr[T];
+    int8_t yq[T * OUT], yqr[T * OUT];
+    for (size_t i = 0; i < (size_t)(T - 1) * IN; i++) x[i] *= 1e-30f;
+    const float d0 = m.d[0];
+    m.d[0] = 3e38f;
+    bitnet_ternary_matrix w = tm(&m, m.t2, m.d);
+    bitnet_bitlinear_io io = {.tokens = T, .x = x, .yq = yqr, .ys = ysr};
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_E_NUMERIC);
+    io.yq = yq;
+    io.ys = ys;
+    assert_int_equal(bitnet_bitlinear(ocl, &w, &io), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "NaN or Inf"));
+    bitnet_buffer *dx = up(ocl, x, sizeof(float) * T * IN), *dq = mk(ocl, T * OUT), *ds = mk(ocl, sizeof ys);
+    bitnet_buffer *dt2 = up(ocl, m.t2, m.t2_bytes), *dd = up(ocl, m.d, OUT * 4);
+    const bitnet_ternary_matrix wd = tm(&m, D(dt2), D(dd));
+    bitnet_bitlinear_io iod = {.tokens = T, .x = D(dx), .yq = D(dq), .ys = D(ds)};
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
+    assert_int_equal(bitnet_backend_sync(ocl), BITNET_E_NUMERIC);
+    assert_non_null(strstr(bitnet_error_detail(), "NaN or Inf"));
+    /* clean scales: the same call passes and gives the reference's bits */
+    m.d[0] = d0;
+    assert_int_equal(bitnet_buffer_write(dd, 0, m.d, OUT * 4), BITNET_OK);
+    io = (bitnet_bitlinear_io){.tokens = T, .x = x, .yq = yqr, .ys = ysr};
+    assert_int_equal(bitnet_bitlinear_ref(&w, &io), BITNET_OK);
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
+    assert_int_equal(bitnet_backend_sync(ocl), BITNET_OK);
+    assert_int_equal(bitnet_buffer_read(dq, 0, yq, sizeof yq), BITNET_OK);
+    assert_int_equal(bitnet_buffer_read(ds, 0, ys, sizeof ys), BITNET_OK);
+    assert_memory_equal(yq, yqr, sizeof yq);
+    assert_memory_equal(ys, ysr, sizeof ys);
+    free(x);
+    bitnet_buffer *bufs[] = {dx, dq, ds, dt2, dd};
+    for (size_t i = 0; i < 5; i++) bitnet_buffer_free(bufs[i]);
+    tmat_free(&m);
+}
+
 /* Many deferred checks between two waits: the first ones share the status
  * buffer (its slots come back in one read), the rest have buffers of their
  * own, and a BitLinear input of 300 tokens has more flags than a slot holds.
@@ -880,6 +929,7 @@ int main(void)
         cmocka_unit_test(test_late_error),       cmocka_unit_test(test_big_transfers), cmocka_unit_test(test_out_of_memory),
         cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_threads),
         cmocka_unit_test(test_host_activations), cmocka_unit_test(test_many_checks),
+        cmocka_unit_test(test_requant_overflow),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -118,7 +118,16 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * last might still be in L2) was no faster: 52.6-55.2 against 51.1-54.3 us
  * per tensor at 4096x4096, H200, three alternating rounds, 2026-11-26.
  * q_absum_gpu's segments read their pieces side by side, so what it read
- * last is spread over the whole tensor. */
+ * last is spread over the whole tensor.  Two later tries (H200,
+ * 2026-11-29, kernel times by tests/device/cltrace.c): pieces of whole rows
+ * with q_pack_gpu taking each piece's last rows first made the tensor
+ * slower (64.3-67.3 against 52.2-53.9 us: its rows then run 128 KiB apart);
+ * q_absum_gpu walking the tensor from end to start with the whole grid (so
+ * that q_pack_gpu's first rows are the last read) left q_pack_gpu at
+ * 26.3 us (25.5-26.9 before) and the tensor at 50.1-51.4 against
+ * 51.1-54.4 us: not kept.  q_pack_gpu takes as long as q_absum_gpu even on
+ * a 16 MiB tensor that fits in L2 (about 12 us each at 1024x4096), so the
+ * second read is not what bounds it. */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */

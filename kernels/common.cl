@@ -41,24 +41,28 @@ typedef float bn_real;
          i < (hi) && i < (lo) + ((bn_size)(lid) + 1) * per_; i++)
 #endif
 
-/* The planted bug of the perturbation test hook (test builds only): the host passes the
- * index of the element to corrupt, or -1. */
 /* The sum of every work-item's v over a work-group of n items (a power of
  * two) through l[0..n), in one fixed tree (so the same on every call);
- * every item gets it, and l may be reused after. */
-inline bn_real bn_group_rsum(__local bn_real *l, bn_real v, uint lid, uint n)
-{
-    l[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = n / 2; s > 0; s >>= 1) {
-        if (lid < s) l[lid] += l[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
+ * every item gets it, and l may be reused after: bn_group_rsum for reals,
+ * bn_group_isum for int32 code sums. */
+#define BN_GROUP_SUM(name, T)                                                  \
+    inline T name(__local T *l, T v, uint lid, uint n)                         \
+    {                                                                          \
+        l[lid] = v;                                                            \
+        barrier(CLK_LOCAL_MEM_FENCE);                                          \
+        for (uint s = n / 2; s > 0; s >>= 1) {                                 \
+            if (lid < s) l[lid] += l[lid + s];                                 \
+            barrier(CLK_LOCAL_MEM_FENCE);                                      \
+        }                                                                      \
+        const T r = l[0];                                                      \
+        barrier(CLK_LOCAL_MEM_FENCE);                                          \
+        return r;                                                              \
     }
-    const bn_real r = l[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return r;
-}
+BN_GROUP_SUM(bn_group_rsum, bn_real)
+BN_GROUP_SUM(bn_group_isum, int)
 
+/* The planted bug of the perturbation test hook (test builds only): the host passes the
+ * index of the element to corrupt, or -1. */
 inline float bn_perturb(float v) { return v != 0.0f ? -3.0f * v : 1.0f; }
 
 /* The activation of BitLinear and matmul epilogues (act codes as bitnet_act),

@@ -584,19 +584,6 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
 #define Q_J4 16
 #endif
 
-/* The sum of every work-item's v over a work-group of n items (a power of
- * two); every item gets it. */
-inline int q_group_isum(__local int *red, uint lid, uint n, int v)
-{
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = n / 2; k > 0; k >>= 1) {
-        if (lid < k) red[lid] += red[lid + k];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    return red[0];
-}
-
 /* The largest absolute value's bits of a float4 (NaN and Inf above 0x7f800000 - 1). */
 inline uint q_amax4(float4 v)
 {
@@ -636,7 +623,7 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
         acc += iv.x + iv.y + iv.z + iv.w;
     }
     for (bn_size c = lid + (bn_size)Q_J4 * Q_RWG; c < w4; c += Q_RWG) q4[c] = (char4)(0); /* padding */
-    const int total = q_group_isum((__local int *)red, lid, Q_RWG, acc);
+    const int total = bn_group_isum((__local int *)red, acc, lid, Q_RWG);
     if (lid == 0) {
         *sum = total;
         *s = sc;
@@ -697,7 +684,7 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
         qr[i] = (char)v;
         tot += v;
     }
-    const int total = q_group_isum((__local int *)red, lid, Q_RWG, tot);
+    const int total = bn_group_isum((__local int *)red, tot, lid, Q_RWG);
     if (lid == 0) {
         *sum = total;
         *s = sc;
@@ -765,7 +752,7 @@ __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride
             acc += v;
         }
     }
-    const int total = q_group_isum((__local int *)red, lid, Q_RWG, acc);
+    const int total = bn_group_isum((__local int *)red, acc, lid, Q_RWG);
     if (lid == 0) {
         sum[t] = total;
         s[t] = sc;
@@ -805,6 +792,6 @@ __kernel void q_pad_i8(__global const char *restrict xq, bn_size cols, bn_size x
         const int4 f = h.lo + h.hi;
         acc += f.x + f.y + f.z + f.w;
     }
-    const int total = q_group_isum(isum, lid, Q_WG, acc);
+    const int total = bn_group_isum(isum, acc, lid, Q_WG);
     if (lid == 0) sum[r] = total;
 }

@@ -583,6 +583,9 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
 #ifndef Q_J4
 #define Q_J4 16
 #endif
+#ifndef Q_NJ
+#define Q_NJ 16 /* the fused input norm: rows of up to Q_NJ * Q_RWG in registers (norm.cl's NM_J) */
+#endif
 
 /* The largest absolute value's bits of a float4 (NaN and Inf above 0x7f800000 - 1). */
 inline uint q_amax4(float4 v)
@@ -638,7 +641,16 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
  * register path; beyond, BN_ROW_FOR as its loop), the sums meet in the same
  * tree, and each value is (float)((x - 0) * rstd * w).  Then the
  * quantization of q_acts_rows on those values (absmax and codes are
- * order-free); the normalized row is recomputed per pass, never stored.
+ * order-free).  Rows of up to Q_NJ * Q_RWG columns are read once into
+ * registers, every load in flight (norm_rows' register path), and their
+ * normalized values kept there for both passes; longer rows are read
+ * three times and the normalized row recomputed per pass, never stored.
+ * The register path against the three passes (H200, 2026-12-01, three
+ * alternating rounds of bitnet-bench --op ffn 4096x14336, row scales):
+ * the block's kernels at one token 44.5-47.3 us against 49.3-51.3 (8
+ * tokens 54.4-58.0 against 59.2-60.1, 64 tokens 89.8-91.1 against
+ * 95.0-96.0); q_acts_rows averaged 9.3 us against 11.9 over both of the
+ * block's launches (tests/device/cltrace.c). 
  * With it (and the residual in BitLinear's epilogue) bitnet-bench's ffn
  * block at one token, 4096x14336, went from 69.6-77.0 to 59.0-64.7 us end
  * to end on an H100 (2026-11-28, three alternating rounds): two kernel
@@ -659,30 +671,61 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
 {
     const q_real mean = 0;
     q_real acc = 0;
-    if (cols <= (bn_size)(16 * Q_RWG)) {
-        for (bn_size i = lid; i < cols; i += Q_RWG) {
-            const q_real d = (q_real)xr[i] - mean;
+    uint m = 0;
+    int tot = 0, bad;
+    float sc;
+    if (cols <= (bn_size)(Q_NJ * Q_RWG)) {
+        /* the row and the norm's weights in registers, every load in flight
+         * at once, the sums in the loop's order below; the normalized values
+         * kept for both passes of the quantization */
+        float v[Q_NJ], g[Q_NJ];
+#pragma unroll
+        for (int j = 0; j < Q_NJ; j++) {
+            const bn_size i = lid + (bn_size)j * Q_RWG;
+            v[j] = i < cols ? xr[i] : 0.0f;
+            g[j] = i < cols ? nw[i] : 1.0f;
+        }
+#pragma unroll
+        for (int j = 0; j < Q_NJ; j++) {
+            const q_real d = lid + (bn_size)j * Q_RWG < cols ? (q_real)v[j] - mean : (q_real)0;
             acc += d * d;
         }
+        const q_real var = bn_group_rsum(lr, acc, lid, Q_RWG) / (q_real)cols;
+        const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
+#pragma unroll
+        for (int j = 0; j < Q_NJ; j++) {
+            v[j] = q_normed(v[j], rstd, g[j]);
+            if (lid + (bn_size)j * Q_RWG < cols) m = max(m, as_uint(v[j]) & 0x7fffffffu);
+        }
+        m = q_group_umax(red, lid, Q_RWG, m);
+        bad = m >= 0x7f800000u;
+        sc = bad ? 1.0f : q_act_scale(m);
+#pragma unroll
+        for (int j = 0; j < Q_NJ; j++) { /* no break (see norm_rows) */
+            const bn_size i = lid + (bn_size)j * Q_RWG;
+            int c = 0;
+            if (i < cols && !bad) c = (int)clamp(rint(v[j] * sc), -128.0f, 127.0f);
+            if (i < xstride) qr[i] = (char)c;
+            tot += c;
+        }
+        for (bn_size i = lid + (bn_size)Q_NJ * Q_RWG; i < xstride; i += Q_RWG) qr[i] = 0; /* padding */
     } else {
         BN_ROW_FOR(i, lid, 0, cols, Q_RWG) {
             q_real d = (q_real)xr[i] - mean;
             acc += d * d;
         }
-    }
-    const q_real var = bn_group_rsum(lr, acc, lid, Q_RWG) / (q_real)cols;
-    const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
-    uint m = 0;
-    for (bn_size i = lid; i < cols; i += Q_RWG) m = max(m, as_uint(q_normed(xr[i], rstd, nw[i])) & 0x7fffffffu);
-    m = q_group_umax(red, lid, Q_RWG, m);
-    const int bad = m >= 0x7f800000u;
-    const float sc = bad ? 1.0f : q_act_scale(m);
-    int tot = 0;
-    for (bn_size i = lid; i < xstride; i += Q_RWG) {
-        int v = 0;
-        if (i < cols && !bad) v = (int)clamp(rint(q_normed(xr[i], rstd, nw[i]) * sc), -128.0f, 127.0f);
-        qr[i] = (char)v;
-        tot += v;
+        const q_real var = bn_group_rsum(lr, acc, lid, Q_RWG) / (q_real)cols;
+        const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
+        for (bn_size i = lid; i < cols; i += Q_RWG) m = max(m, as_uint(q_normed(xr[i], rstd, nw[i])) & 0x7fffffffu);
+        m = q_group_umax(red, lid, Q_RWG, m);
+        bad = m >= 0x7f800000u;
+        sc = bad ? 1.0f : q_act_scale(m);
+        for (bn_size i = lid; i < xstride; i += Q_RWG) {
+            int c = 0;
+            if (i < cols && !bad) c = (int)clamp(rint(q_normed(xr[i], rstd, nw[i]) * sc), -128.0f, 127.0f);
+            qr[i] = (char)c;
+            tot += c;
+        }
     }
     const int total = bn_group_isum((__local int *)red, tot, lid, Q_RWG);
     if (lid == 0) {

@@ -217,18 +217,7 @@ inline float q_act_scale(uint m)
 
 /* The max of every work-item's v over a work-group of n items (a power of
  * two) through red[0..n); every item gets it, and red may be reused after. */
-inline uint q_group_umax(__local uint *red, uint lid, uint n, uint v)
-{
-    red[lid] = v;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint k = n / 2; k > 0; k >>= 1) {
-        if (lid < k) red[lid] = max(red[lid], red[lid + k]);
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const uint m = red[0];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    return m;
-}
+inline uint q_group_umax(__local uint *red, uint lid, uint n, uint v) { return bn_group_umax(red, v, lid, n); }
 
 /* One work-group per row: m = max |x| (as bits), s = 127 / max(m, 1e-5f),
  * q = clamp(rint(x * s), -128, 127). */

@@ -9,7 +9,12 @@
 # on this build go in AB_ENV (e.g. AB_ENV="BITNET_CACHE=0"): each round
 # then runs this build with and without them; AB_NO_CPU=1 leaves out the
 # CPU cases (the CPU BitLinear alternates the two builds too), AB_NO_GPU=1
-# the GPU ones, AB_NOCHECK=1 the reference checks.  Markdown under $OUT.
+# the GPU ones, AB_NOCHECK=1 the reference checks.  AB_FFN_ONLY=1 keeps only
+# the feed-forward block, on the GPU for each build and on the host CPU, in
+# every round (the ratio run by run); AB_TRACE=path of a cltrace.so
+# (tests/device/cltrace.c) adds, after the rounds, one traced run of the
+# block per build with each kernel's device time (trace-base.txt,
+# trace-new.txt).  Markdown under $OUT.
 set -u
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -37,15 +42,30 @@ for r in $(seq 1 "$ROUNDS"); do
         new) bin=$D/bin envs="" ;;
         extra) [ -n "${AB_ENV:-}" ] || continue; bin=$D/bin envs=$AB_ENV ;;
         esac
-        run "round $r $v: BitLinear, host pointers, weights kept" "$envs" "$bin" --device opencl --op bitlinear \
-            --shape 16384x16384 --shape 4096x14336 --tokens 1,64 --keep-weights $common
-        run "round $r $v: BitLinear, device resident" "$envs" "$bin" --device opencl --op bitlinear \
-            --shape 16384x16384 --shape 4096x14336 --tokens 1,64 --resident $common
+        if [ -z "${AB_FFN_ONLY:-}" ]; then
+            run "round $r $v: BitLinear, host pointers, weights kept" "$envs" "$bin" --device opencl --op bitlinear \
+                --shape 16384x16384 --shape 4096x14336 --tokens 1,64 --keep-weights $common
+            run "round $r $v: BitLinear, device resident" "$envs" "$bin" --device opencl --op bitlinear \
+                --shape 16384x16384 --shape 4096x14336 --tokens 1,64 --resident $common
+        fi
         run "round $r $v: ffn 4096x14336 on the GPU" "$envs" "$bin" --device opencl --op ffn --shape 4096x14336 \
             --tokens 1,8,64 $common
     done
+    [ -n "${AB_FFN_ONLY:-}" ] && [ -z "${AB_NO_CPU:-}" ] &&
+        run "round $r: ffn 4096x14336 on the host CPU" "" $D/bin --device cpu --op ffn --shape 4096x14336 \
+            --tokens 1,8,64 $common
 done
-[ -n "${AB_NO_CPU:-}" ] && { cat "$OUT/ab.md"; exit 0; }
+if [ -n "${AB_TRACE:-}" ] && [ -z "${AB_NO_GPU:-}" ]; then
+    for v in base new; do
+        bin=$D/bin
+        [ $v = base ] && bin=$D/bin-base
+        CLTRACE=$OUT/trace-$v.txt CLTRACE_KTIME=1 LD_PRELOAD=$AB_TRACE "$bin/bitnet-bench" --device opencl --op ffn \
+            --shape 4096x14336 --tokens 1 --scale row --no-check --min-time 0.3 > /dev/null 2>> "$OUT/ab-stderr.txt"
+        echo "== traced ffn, one token, $v: kernels (device time, us): name, count, mean, min, total" >> "$OUT/ab.md"
+        sed -n '2,/^# totals/p' "$OUT/trace-$v.txt" | grep -v '^#' >> "$OUT/ab.md"
+    done
+fi
+[ -n "${AB_NO_CPU:-}${AB_FFN_ONLY:-}" ] && { cat "$OUT/ab.md"; exit 0; }
 run "ffn 4096x14336 on the host CPU" "" $D/bin --device cpu --op ffn --shape 4096x14336 --tokens 1,8,64 $common
 for r in $(seq 1 "$ROUNDS"); do
     for v in base new; do

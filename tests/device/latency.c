@@ -4,7 +4,8 @@
  * on an idle queue, kernels back to back with and without events and
  * profiling, the gaps between them on the device, small reads and writes
  * from pinned and pageable memory, and the ways to wait for a result.
- * Medians of REPS rounds after a warm-up, in microseconds.  A probe for the
+ * Medians of REPS rounds after a warm-up, in microseconds.  LATENCY_ONLY=launch
+ * measures only the host cost of a launch with BitLinear's argument list.  A probe for the
  * GPU machine (tests/device/), not part of the library or its tests.
  *
  *   cc -O2 -o latency tests/device/latency.c -lOpenCL
@@ -26,7 +27,14 @@ static const char *src =
     "__kernel void spin(__global float *p, int n) {\n"
     "  float a = p[get_global_id(0)];\n"
     "  for (int i = 0; i < n; i++) a = a * 0.999f + 0.001f;\n"
-    "  p[get_global_id(0)] = a; }\n";
+    "  p[get_global_id(0)] = a; }\n"
+    /* BitLinear's one-token GEMV has 10 buffers, 12 scalars and a local buffer */
+    "__kernel void wide(__global float *p0, __global const float *p1, __global const float *p2,\n"
+    "  __global const float *p3, __global const float *p4, __global const float *p5, __global const float *p6,\n"
+    "  __global const float *p7, __global const float *p8, __global const float *p9, __local float *l,\n"
+    "  int a0, int a1, int a2, int a3, int a4, int a5, long a6, long a7, long a8, long a9, long a10, long a11) {\n"
+    "  if (get_global_id(0) == 0xffffffffu) p0[0] = p1[a0] + p2[a1] + p3[a2] + p4[a3] + p5[a4] + p6[a5]\n"
+    "    + p7[a6] + p8[a7] + p9[a8 + a9 + a10 + a11] + l[0]; }\n";
 
 static cl_context ctx;
 static cl_device_id dev;
@@ -208,6 +216,68 @@ static void op_pieces(int iters, int flush, void *pinned, void *pageable)
            flush, median(v, REPS));
 }
 
+/* The host time of one launch of `wide` (BitLinear's argument list, empty
+ * body), eight back to back on the plain queue, by grid size, whether the
+ * arguments are all set again before each launch (as the library does),
+ * and whether its ten buffers are ten objects or one. */
+static cl_kernel kwide;
+static void wide_args(cl_mem *bufs)
+{
+    for (cl_uint i = 0; i < 10; i++) CK(clSetKernelArg(kwide, i, sizeof bufs[i], &bufs[i]));
+    CK(clSetKernelArg(kwide, 10, 4096, NULL));
+    for (cl_uint i = 11; i < 17; i++) {
+        const cl_int z = 0;
+        CK(clSetKernelArg(kwide, i, sizeof z, &z));
+    }
+    for (cl_uint i = 17; i < 23; i++) {
+        const cl_long z = 0;
+        CK(clSetKernelArg(kwide, i, sizeof z, &z));
+    }
+}
+
+static void launch_cost(void)
+{
+    cl_mem ten[10], one[10];
+    cl_int err;
+    for (int i = 0; i < 10; i++) {
+        ten[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1u << 20, NULL, &err);
+        CK(err);
+        one[i] = dbuf;
+    }
+    static const struct {
+        size_t g, l;
+        int reset, distinct;
+    } cases[] = {{128, 128, 0, 0}, {128, 128, 0, 1}, {448 * 256, 256, 0, 1}, {448 * 256, 256, 1, 1}, {448 * 256, 256, 1, 0}};
+    double e[REPS];
+    const size_t g1 = 128;
+    for (int r = 0; r < REPS + 20; r++) {
+        const double t0 = now_us();
+        for (int i = 0; i < 8; i++) CK(clEnqueueNDRangeKernel(qn, kempty, 1, NULL, &g1, &g1, 0, NULL, NULL));
+        const double t = now_us() - t0;
+        CK(clFinish(qn));
+        if (r >= 20) e[r - 20] = t / 8;
+    }
+    printf("empty kernel (1 argument), 128 items of 128, arguments set once: %6.1f us a launch\n", median(e, REPS));
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        double v[REPS];
+        wide_args(cases[c].distinct ? ten : one);
+        for (int r = 0; r < REPS + 20; r++) {
+            const double t0 = now_us();
+            for (int i = 0; i < 8; i++) {
+                if (cases[c].reset) wide_args(cases[c].distinct ? ten : one);
+                CK(clEnqueueNDRangeKernel(qn, kwide, 1, NULL, &cases[c].g, &cases[c].l, 0, NULL, NULL));
+            }
+            const double t = now_us() - t0;
+            CK(clFinish(qn));
+            if (r >= 20) v[r - 20] = t / 8;
+        }
+        printf("wide kernel (23 arguments), %6zu items of %3zu, arguments %s, %s buffers: %6.1f us a launch\n",
+               cases[c].g, cases[c].l, cases[c].reset ? "set each launch" : "set once ", cases[c].distinct ? "10" : " 1",
+               median(v, REPS));
+    }
+    for (int i = 0; i < 10; i++) clReleaseMemObject(ten[i]);
+}
+
 /* a kernel of known device time, then a 64 KB read: the host's view past the kernel */
 static void spin_then_read(cl_command_queue q, void *pinned, int iters)
 {
@@ -275,6 +345,8 @@ int main(void)
     CK(err);
     kspin = clCreateKernel(prog, "spin", &err);
     CK(err);
+    kwide = clCreateKernel(prog, "wide", &err);
+    CK(err);
     dbuf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64u << 20, NULL, &err);
     CK(err);
     dsmall = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
@@ -289,6 +361,10 @@ int main(void)
     memset(pageable, 1, 16u << 20);
     memset(pinned, 1, 16u << 20);
 
+    if (getenv("LATENCY_ONLY") && !strcmp(getenv("LATENCY_ONLY"), "launch")) { /* the launch costs alone */
+        launch_cost();
+        return 0;
+    }
     double v[REPS];
     for (int i = 0; i < REPS; i++) {
         const double t0 = now_us();
@@ -321,6 +397,7 @@ int main(void)
         v[i] = now_us() - t0;
     }
     printf("%-72s %8.2f us\n", "clSetKernelArg + clGetKernelWorkGroupInfo", median(v, REPS));
+    launch_cost();
 
     static const struct {
         int profiled, how;

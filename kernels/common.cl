@@ -45,20 +45,18 @@ typedef float bn_real;
  * of two) through l[0..n), in one fixed binary tree (so the same on every
  * call, and norm_rows' and the fused norm's the same); every item gets it,
  * and l may be reused after. */
-#define BN_GROUP_SUM(name, T)                                                  \
-    inline T name(__local T *l, T v, uint lid, uint n)                         \
-    {                                                                          \
-        l[lid] = v;                                                            \
-        barrier(CLK_LOCAL_MEM_FENCE);                                          \
-        for (uint s = n / 2; s > 0; s >>= 1) {                                 \
-            if (lid < s) l[lid] += l[lid + s];                                 \
-            barrier(CLK_LOCAL_MEM_FENCE);                                      \
-        }                                                                      \
-        const T r = l[0];                                                      \
-        barrier(CLK_LOCAL_MEM_FENCE);                                          \
-        return r;                                                              \
+inline bn_real bn_group_rsum(__local bn_real *l, bn_real v, uint lid, uint n)
+{
+    l[lid] = v;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint s = n / 2; s > 0; s >>= 1) {
+        if (lid < s) l[lid] += l[lid + s];
+        barrier(CLK_LOCAL_MEM_FENCE);
     }
-BN_GROUP_SUM(bn_group_rsum, bn_real)
+    const bn_real r = l[0];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    return r;
+}
 
 /* The same for an operation whose result does not depend on the order
  * (integer sums, maxima), in rounds of 16: n / 16 items fold 16 values each

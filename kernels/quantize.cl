@@ -215,10 +215,6 @@ inline float q_act_scale(uint m)
     return as_float(q_div_bits(127, as_float(m)));
 }
 
-/* The max of every work-item's v over a work-group of n items (a power of
- * two) through red[0..n); every item gets it, and red may be reused after. */
-inline uint q_group_umax(__local uint *red, uint lid, uint n, uint v) { return bn_group_umax(red, v, lid, n); }
-
 /* One work-group per row: m = max |x| (as bits), s = 127 / max(m, 1e-5f),
  * q = clamp(rint(x * s), -128, 127). */
 __kernel void q_acts(__global const float *x, bn_size cols, __global char *q, __global float *s,
@@ -230,7 +226,7 @@ __kernel void q_acts(__global const float *x, bn_size cols, __global char *q, __
     __global const float *xr = x + r * cols;
     uint mx = 0;
     for (bn_size c = lid; c < cols; c += Q_WG) mx = max(mx, as_uint(xr[c]) & 0x7fffffffu);
-    mx = q_group_umax(red, lid, Q_WG, mx);
+    mx = bn_group_umax(red, mx, lid, Q_WG);
     if (mx >= 0x7f800000u) {
         if (lid == 0) flag[0] = 1u;
         return;
@@ -600,7 +596,7 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
     }
 #pragma unroll
     for (int j = 0; j < Q_J4; j++) m = max(m, q_amax4(v[j]));
-    m = q_group_umax(red, lid, Q_RWG, m); /* red is free again after it */
+    m = bn_group_umax(red, m, lid, Q_RWG); /* red is free again after it */
     const int bad = m >= 0x7f800000u;
     const float sc = bad ? 1.0f : q_act_scale(m);
     __global char4 *q4 = (__global char4 *)qr; /* xstride is a multiple of 128: whole char4s */
@@ -659,15 +655,13 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
                         __local uint *red, __local q_real *lr, uint lid)
 {
     const q_real mean = 0;
+    /* the register path: the row and the norm's weights loaded once, every
+     * load in flight, the normalized values kept for both passes of the
+     * quantization (work-group-uniform branches) */
+    const int regs = cols <= (bn_size)(Q_NJ * Q_RWG);
+    float v[Q_NJ], g[Q_NJ];
     q_real acc = 0;
-    uint m = 0;
-    int tot = 0, bad;
-    float sc;
-    if (cols <= (bn_size)(Q_NJ * Q_RWG)) {
-        /* the row and the norm's weights in registers, every load in flight
-         * at once, the sums in the loop's order below; the normalized values
-         * kept for both passes of the quantization */
-        float v[Q_NJ], g[Q_NJ];
+    if (regs) {
 #pragma unroll
         for (int j = 0; j < Q_NJ; j++) {
             const bn_size i = lid + (bn_size)j * Q_RWG;
@@ -675,20 +669,34 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
             g[j] = i < cols ? nw[i] : 1.0f;
         }
 #pragma unroll
-        for (int j = 0; j < Q_NJ; j++) {
+        for (int j = 0; j < Q_NJ; j++) { /* the strided order of the loop */
             const q_real d = lid + (bn_size)j * Q_RWG < cols ? (q_real)v[j] - mean : (q_real)0;
             acc += d * d;
         }
-        const q_real var = bn_group_rsum(lr, acc, lid, Q_RWG) / (q_real)cols;
-        const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
+    } else {
+        BN_ROW_FOR(i, lid, 0, cols, Q_RWG) {
+            q_real d = (q_real)xr[i] - mean;
+            acc += d * d;
+        }
+    }
+    const q_real var = bn_group_rsum(lr, acc, lid, Q_RWG) / (q_real)cols;
+    const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
+    uint m = 0;
+    if (regs) {
 #pragma unroll
         for (int j = 0; j < Q_NJ; j++) {
             v[j] = q_normed(v[j], rstd, g[j]);
             if (lid + (bn_size)j * Q_RWG < cols) m = max(m, as_uint(v[j]) & 0x7fffffffu);
         }
-        m = q_group_umax(red, lid, Q_RWG, m);
-        bad = m >= 0x7f800000u;
-        sc = bad ? 1.0f : q_act_scale(m);
+    } else {
+        for (bn_size i = lid; i < cols; i += Q_RWG) m = max(m, as_uint(q_normed(xr[i], rstd, nw[i])) & 0x7fffffffu);
+    }
+    m = bn_group_umax(red, m, lid, Q_RWG);
+    const int bad = m >= 0x7f800000u;
+    const float sc = bad ? 1.0f : q_act_scale(m);
+    int tot = 0;
+    bn_size i0 = lid; /* the first column the loop below writes */
+    if (regs) {
 #pragma unroll
         for (int j = 0; j < Q_NJ; j++) { /* no break (see norm_rows) */
             const bn_size i = lid + (bn_size)j * Q_RWG;
@@ -697,24 +705,13 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
             if (i < xstride) qr[i] = (char)c;
             tot += c;
         }
-        for (bn_size i = lid + (bn_size)Q_NJ * Q_RWG; i < xstride; i += Q_RWG) qr[i] = 0; /* padding */
-    } else {
-        BN_ROW_FOR(i, lid, 0, cols, Q_RWG) {
-            q_real d = (q_real)xr[i] - mean;
-            acc += d * d;
-        }
-        const q_real var = bn_group_rsum(lr, acc, lid, Q_RWG) / (q_real)cols;
-        const q_real rstd = (q_real)1 / sqrt(var + (q_real)eps);
-        for (bn_size i = lid; i < cols; i += Q_RWG) m = max(m, as_uint(q_normed(xr[i], rstd, nw[i])) & 0x7fffffffu);
-        m = q_group_umax(red, lid, Q_RWG, m);
-        bad = m >= 0x7f800000u;
-        sc = bad ? 1.0f : q_act_scale(m);
-        for (bn_size i = lid; i < xstride; i += Q_RWG) {
-            int c = 0;
-            if (i < cols && !bad) c = (int)clamp(rint(q_normed(xr[i], rstd, nw[i]) * sc), -128.0f, 127.0f);
-            qr[i] = (char)c;
-            tot += c;
-        }
+        i0 = lid + (bn_size)Q_NJ * Q_RWG; /* what is left is padding */
+    }
+    for (bn_size i = i0; i < xstride; i += Q_RWG) {
+        int c = 0;
+        if (i < cols && !bad) c = (int)clamp(rint(q_normed(xr[i], rstd, nw[i]) * sc), -128.0f, 127.0f);
+        qr[i] = (char)c;
+        tot += c;
     }
     const int total = bn_group_isum((__local int *)red, tot, lid, Q_RWG);
     if (lid == 0) {
@@ -761,7 +758,7 @@ __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride
     } else {
         for (bn_size c = lid; c < cols; c += Q_RWG) m0 = max(m0, as_uint(xr[c]) & 0x7fffffffu);
     }
-    uint m = q_group_umax(red, lid, Q_RWG, max(max(m0, m1), max(m2, m3))); /* red is free again after it */
+    uint m = bn_group_umax(red, max(max(m0, m1), max(m2, m3)), lid, Q_RWG); /* red is free again after it */
     const int bad = m >= 0x7f800000u;
     const float sc = bad ? 1.0f : q_act_scale(m);
     __global char *qr = q + t * xstride;

@@ -43,13 +43,7 @@ void softmax_rows(__global const float *x, __global float *y, const bn_size len,
     sm_real acc = 0;
     if (isfinite(m))
         SM_FOR(i, lid, len) acc += exp((sm_real)xr[i] - (sm_real)m);
-    ls[lid] = acc;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint s = SM_WG / 2; s > 0; s >>= 1) {
-        if (lid < s) ls[lid] += ls[lid + s];
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const sm_real sum = ls[0];
+    const sm_real sum = bn_group_rsum(ls, acc, lid, SM_WG);
     SM_FOR(i, lid, len) {
         float v = isfinite(m) ? sm_out(xr[i], m, sum, lg) : NAN;
         if ((long)(row * len + i) == perturb) v = bn_perturb(v);

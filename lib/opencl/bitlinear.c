@@ -143,7 +143,22 @@ static const struct {
  * 38.7-46.5 (with 2 rows per warp 15.5-15.8 / 40.8-41.8).  Every
  * work-group reading the whole float row (64 KiB at 16384) cost more than
  * the separate one-work-group kernel, whose profiled 8.5 us overstates its
- * place in the queue: end to end the fused call was slower. */
+ * place in the queue: end to end the fused call was slower.
+ * Tried again and not kept, 2026-12-01, with the row in registers (the
+ * loads of q_acts_rows' register path, the fused input norm too up to 4096
+ * columns, the codes staged straight into xl): H200, device-resident
+ * operands, row scales, five alternating rounds in one call, kernel /
+ * end-to-end medians in us: 4096x14336 20.9-21.2 / 39.7-40.8 fused against
+ * 24.3-25.4 / 37.8-46.0; 14336x4096 28.1-28.8 / 52.0-53.9 against
+ * 28.2-28.7 / 50.1-51.7; the one-token ffn block 66.5-72.1 us end to end
+ * against 63.1-73.3.  Each fused GEMV took about 6 us more than the plain
+ * one (tests/device/cltrace.c: 26.2 against 20.2 us), nearly all that the
+ * separate kernel cost, and end to end nothing moved: the host's launch
+ * saved was not on the critical path.  tests/device/qacts.c shows why the
+ * separate kernel is hard to beat: of its 8.1 us profiled at 14336
+ * columns the body runs about 2.8 us (an empty one-work-group kernel is
+ * profiled at 5.4 us), and splitting the row over 2 to 28 work-groups gave
+ * 7.9-8.5 us. */
 static const struct {
     uint64_t min_tokens;
     int variant;

@@ -127,7 +127,16 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * 26.3 us (25.5-26.9 before) and the tensor at 50.1-51.4 against
  * 51.1-54.4 us: not kept.  q_pack_gpu takes as long as q_absum_gpu even on
  * a 16 MiB tensor that fits in L2 (about 12 us each at 1024x4096), so the
- * second read is not what bounds it. */
+ * second read is not what bounds it.  Measured and not kept (H200,
+ * 2026-12-01, three alternating rounds, one binary with BITNET_KERNEL_DIR
+ * picking the sources): q_absum_gpu's float4 loop loading four words
+ * (seg apart) before adding any, for more loads in flight (it reads at
+ * 2.1-2.6 TB/s against the read kernel's 4.5).  Per tensor it won at
+ * 14336x4096 (162-166 against 181-186 us) and 4097x4099 (64-66 against
+ * 68-69), not at 4096x4096 (51-54 either way); with row scales it lost at
+ * 4097x4099 (96-98 against 92-93 us) and 14336x4096 (208-215 against
+ * 206-208).  A build of the unrolled loop for tensor slices only would
+ * keep the gain without the loss. */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */

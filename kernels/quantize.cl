@@ -290,6 +290,9 @@ __kernel void q_dequant_a(__global const char *q, bn_size rows, bn_size cols, __
 #ifndef Q_GWG
 #define Q_GWG 256 /* work-group size of q_absum_gpu (a power of two) */
 #endif
+#ifndef Q_ABSUM_U4
+#define Q_ABSUM_U4 0 /* 1: four float4 loads in flight per item (the host: per-tensor slices) */
+#endif
 
 /* acc += |w| (bits u, finite) exactly, as 32-bit pieces (q_add_shifted). */
 inline void qg_add_exact(ulong *acc, uint u)
@@ -308,8 +311,24 @@ inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
             uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \
             BODY;                                                                          \
         }                                                                                  \
-        for (bn_size i = b4 + tid; i < e4; i += seg) {                                     \
-            const uint4 u4 = as_uint4(((__global const float4 *)ws)[i]) & (uint4)0x7fffffffu; \
+        __global const uint4 *w4_ = (__global const uint4 *)ws;                            \
+        bn_size i4_ = b4 + tid;                                                            \
+        for (; Q_ABSUM_U4 && i4_ + 3 * (bn_size)seg < e4; i4_ += 4 * (bn_size)seg) {        \
+            uint4 q4_[4]; /* four loads in flight before the first use */                  \
+            for (int j_ = 0; j_ < 4; j_++) q4_[j_] = w4_[i4_ + (bn_size)j_ * seg] & (uint4)0x7fffffffu; \
+            for (int j_ = 0; j_ < 4; j_++) {                                               \
+                uint u = q4_[j_].x;                                                        \
+                BODY;                                                                      \
+                u = q4_[j_].y;                                                             \
+                BODY;                                                                      \
+                u = q4_[j_].z;                                                             \
+                BODY;                                                                      \
+                u = q4_[j_].w;                                                             \
+                BODY;                                                                      \
+            }                                                                              \
+        }                                                                                  \
+        for (; i4_ < e4; i4_ += seg) {                                                     \
+            const uint4 u4 = w4_[i4_] & (uint4)0x7fffffffu;                                \
             uint u = u4.x;                                                                 \
             BODY;                                                                          \
             u = u4.y;                                                                      \

@@ -135,8 +135,12 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * 14336x4096 (162-166 against 181-186 us) and 4097x4099 (64-66 against
  * 68-69), not at 4096x4096 (51-54 either way); with row scales it lost at
  * 4097x4099 (96-98 against 92-93 us) and 14336x4096 (208-215 against
- * 206-208).  A build of the unrolled loop for tensor slices only would
- * keep the gain without the loss. */
+ * 206-208).  So it is built for per-tensor slices only (gpu_opts,
+ * Q_ABSUM_U4): three more alternating rounds the same day, per tensor
+ * 14336x4096 164.1-167.3 against 179.6-182.6 us, 4097x4099 63.5-65.6
+ * against 68.9-70.9, 4096x4096 51.7-52.9 against 52.0-53.1; row scales
+ * within the noise (4097x4099 91.2-91.8 against 90.0-93.3, 14336x4096
+ * 205.2-208.4 against 206.0-208.0). */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */
@@ -165,8 +169,15 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
     t->per_cu = opt_value(user, "-DQ_PER_CU=", Q_PER_CU_DEF, 1, 1024);
     t->pack_wg = opt_value(user, "-DQ_PACK_WG=", Q_PACK_WG_DEF, 1, 1024);
     t->item_f4 = opt_value(user, "-DQ_ITEM_F4=", Q_ITEM_F4_DEF, 1, 64);
-    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u", Q_OPTS, t->gwg);
     return 1;
+}
+
+/* The GPU layout's build options: per-tensor slices (long) with four loads
+ * in flight per item in q_absum_gpu (Q_ABSUM_U4; the measurement below). */
+static void gpu_opts(gpu_tune *t, bitnet_scale_kind kind)
+{
+    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_U4=%d", Q_OPTS, t->gwg,
+             kind == BITNET_SCALE_TENSOR ? 1 : 0);
 }
 
 static uint64_t pow2_ceil(uint64_t v)
@@ -225,6 +236,7 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     }
     gpu_tune tune;
     const int gpu = use_gpu_layout(o, &tune);
+    if (gpu) gpu_opts(&tune, kind);
     const char *opts = gpu ? tune.opts : Q_OPTS;
     cl_kernel ka, kp;
     bitnet_status st = bn_ocl_kernel(o, "quantize", gpu ? "q_absum_gpu" : "q_absum", opts, &ka);
@@ -238,7 +250,7 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         while (tune.gwg > 32 && tune.gwg > kwg) tune.gwg >>= 1;
         if (tune.gwg > kwg)
             return bn_fail(BITNET_E_DEVICE, "quantize_weights: the device takes work-groups of %zu < 32", kwg);
-        snprintf(tune.opts, sizeof tune.opts, "%s -DQ_GPU -DQ_GWG=%u", Q_OPTS, tune.gwg);
+        gpu_opts(&tune, kind);
         st = bn_ocl_kernel(o, "quantize", "q_absum_gpu", tune.opts, &ka);
         if (st == BITNET_OK) st = bn_ocl_kernel(o, "quantize", "q_pack_gpu", tune.opts, &kp);
         if (st) return st;

@@ -127,7 +127,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * 26.3 us (25.5-26.9 before) and the tensor at 50.1-51.4 against
  * 51.1-54.4 us: not kept.  q_pack_gpu takes as long as q_absum_gpu even on
  * a 16 MiB tensor that fits in L2 (about 12 us each at 1024x4096), so the
- * second read is not what bounds it.  Measured and not kept (H200,
+ * second read is not what bounds it.  Measured (H200,
  * 2026-12-01, three alternating rounds, one binary with BITNET_KERNEL_DIR
  * picking the sources): q_absum_gpu's float4 loop loading four words
  * (seg apart) before adding any, for more loads in flight (it reads at
@@ -173,7 +173,7 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
 }
 
 /* The GPU layout's build options: per-tensor slices (long) with four loads
- * in flight per item in q_absum_gpu (Q_ABSUM_U4; the measurement below). */
+ * in flight per item in q_absum_gpu (Q_ABSUM_U4; measured above). */
 static void gpu_opts(gpu_tune *t, bitnet_scale_kind kind)
 {
     snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_U4=%d", Q_OPTS, t->gwg,

@@ -30,6 +30,7 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,7 +134,21 @@ static cl_context ctx;
 static cl_device_id dev;
 static cl_command_queue qp;
 
-static char *slurp(const char *path, size_t *n)
+/* Sets arguments first, first + 1, ... of k from n (size, pointer) pairs. */
+static void args(cl_kernel k, cl_uint first, int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        const size_t size = va_arg(ap, size_t);
+        const void *p = va_arg(ap, const void *);
+        CK(clSetKernelArg(k, first + (cl_uint)i, size, p));
+    }
+    va_end(ap);
+}
+#define A(v) sizeof(v), (const void *)&(v)
+
+static char *slurp(const char *path)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -147,7 +162,6 @@ static char *slurp(const char *path, size_t *n)
     if (!b || fread(b, 1, (size_t)len, f) != (size_t)len) exit(1);
     b[len] = 0;
     fclose(f);
-    *n = (size_t)len;
     return b;
 }
 
@@ -221,8 +235,7 @@ int main(void)
     CK(err);
     qp = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
     CK(err);
-    size_t n1, n2;
-    char *common = slurp("kernels/common.cl", &n1), *quant = slurp("kernels/quantize.cl", &n2);
+    char *common = slurp("kernels/common.cl"), *quant = slurp("kernels/quantize.cl");
     const char *srcs[4] = {common, "\n#line 1 \"quantize.cl\"\n", quant, probe_src};
     cl_program prog = clCreateProgramWithSource(ctx, 4, srcs, NULL, &err);
     CK(err);
@@ -275,18 +288,7 @@ int main(void)
             if (hnorm && cols > 4096) continue;
             const cl_float eps = 1e-5f;
             const cl_int hn_ = hnorm;
-            cl_mem sm = small, fm = small, sumv = small;
-            CK(clSetKernelArg(kq, 0, sizeof x, &x));
-            CK(clSetKernelArg(kq, 1, sizeof cols, &cols));
-            CK(clSetKernelArg(kq, 2, sizeof xs, &xs));
-            CK(clSetKernelArg(kq, 3, sizeof q, &q));
-            CK(clSetKernelArg(kq, 4, sizeof sm, &sm));
-            CK(clSetKernelArg(kq, 5, sizeof sumv, &sumv));
-            CK(clSetKernelArg(kq, 6, sizeof fm, &fm));
-            CK(clSetKernelArg(kq, 7, sizeof foff, &foff));
-            CK(clSetKernelArg(kq, 8, sizeof nw, &nw));
-            CK(clSetKernelArg(kq, 9, sizeof eps, &eps));
-            CK(clSetKernelArg(kq, 10, sizeof hn_, &hn_));
+            args(kq, 0, 11, A(x), A(cols), A(xs), A(q), A(small), A(small), A(small), A(foff), A(nw), A(eps), A(hn_));
             char what[96];
             snprintf(what, sizeof what, "q_acts_rows %5llu columns%s", (unsigned long long)cols,
                      hnorm ? ", fused norm" : "");
@@ -296,13 +298,7 @@ int main(void)
     /* the stamped copy, 14336 columns */
     {
         const cl_ulong cols = 14336, xs = 14336;
-        CK(clSetKernelArg(kst, 0, sizeof x, &x));
-        CK(clSetKernelArg(kst, 1, sizeof cols, &cols));
-        CK(clSetKernelArg(kst, 2, sizeof xs, &xs));
-        CK(clSetKernelArg(kst, 3, sizeof q2, &q2));
-        CK(clSetKernelArg(kst, 4, sizeof small, &small));
-        CK(clSetKernelArg(kst, 5, sizeof small, &small));
-        CK(clSetKernelArg(kst, 6, sizeof stamps, &stamps));
+        args(kst, 0, 7, A(x), A(cols), A(xs), A(q2), A(small), A(small), A(stamps));
         double d[6][REPS];
         for (int rr = 0; rr < REPS + 10; rr++) {
             cl_event e;
@@ -331,13 +327,7 @@ int main(void)
             const cl_ulong cols = colsv[ci];
             const cl_uint G = Gs[gi];
             if ((cols / 4 + G - 1) / G > 16 * 256 || G > cus) continue;
-            CK(clSetKernelArg(ksp, 0, sizeof x, &x));
-            CK(clSetKernelArg(ksp, 1, sizeof cols, &cols));
-            CK(clSetKernelArg(ksp, 2, sizeof q2, &q2));
-            CK(clSetKernelArg(ksp, 3, sizeof small, &small));
-            CK(clSetKernelArg(ksp, 4, sizeof gsum, &gsum));
-            CK(clSetKernelArg(ksp, 5, sizeof gmax, &gmax));
-            CK(clSetKernelArg(ksp, 6, sizeof cnt, &cnt));
+            args(ksp, 0, 7, A(x), A(cols), A(q2), A(small), A(gsum), A(gmax), A(cnt));
             CK(clSetKernelArg(ksp, 8, sizeof G, &G));
             char what[96];
             snprintf(what, sizeof what, "split over %2u groups (atomic meet) %5llu", G, (unsigned long long)cols);
@@ -346,23 +336,14 @@ int main(void)
             const cl_ulong xs = cols, foff = 0;
             const cl_float eps = 1e-5f;
             const cl_int hn0 = 0;
-            CK(clSetKernelArg(kq, 1, sizeof cols, &cols));
-            CK(clSetKernelArg(kq, 2, sizeof xs, &xs));
-            CK(clSetKernelArg(kq, 7, sizeof foff, &foff));
-            CK(clSetKernelArg(kq, 9, sizeof eps, &eps));
-            CK(clSetKernelArg(kq, 10, sizeof hn0, &hn0));
+            args(kq, 0, 11, A(x), A(cols), A(xs), A(q), A(small), A(small), A(small), A(foff), A(nw), A(eps), A(hn0));
             const size_t g = 256;
             CK(clEnqueueNDRangeKernel(qp, kq, 1, NULL, &g, &g, 0, NULL, NULL));
             static char a[16384], b[16384];
             CK(clEnqueueReadBuffer(qp, q, CL_TRUE, 0, cols, a, 0, NULL, NULL));
             CK(clEnqueueReadBuffer(qp, q2, CL_TRUE, 0, cols, b, 0, NULL, NULL));
             if (memcmp(a, b, cols)) printf("  split %u %llu: codes DIFFER\n", G, (unsigned long long)cols);
-            CK(clSetKernelArg(kre, 0, sizeof x, &x));
-            CK(clSetKernelArg(kre, 1, sizeof cols, &cols));
-            CK(clSetKernelArg(kre, 2, sizeof q2, &q2));
-            CK(clSetKernelArg(kre, 3, sizeof small, &small));
-            CK(clSetKernelArg(kre, 4, sizeof small, &small));
-            CK(clSetKernelArg(kre, 5, sizeof G, &G));
+            args(kre, 0, 6, A(x), A(cols), A(q2), A(small), A(small), A(G));
             snprintf(what, sizeof what, "split over %2u groups (row read by each) %5llu", G, (unsigned long long)cols);
             if (G <= 16) timeit(what, kre, (size_t)G * 256, 256, ks, -1);
         }

@@ -304,6 +304,19 @@ inline void qg_add_exact(ulong *acc, uint u)
 
 inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
 
+/* Runs BODY on the four |w| bits u of the uint4 v (already masked). */
+#define QG_EACH4(v, BODY)                                                                  \
+    {                                                                                      \
+        uint u = (v).x;                                                                    \
+        BODY;                                                                              \
+        u = (v).y;                                                                         \
+        BODY;                                                                              \
+        u = (v).z;                                                                         \
+        BODY;                                                                              \
+        u = (v).w;                                                                         \
+        BODY;                                                                              \
+    }
+
 /* Runs BODY on each |w| bits u of the item's share of [b, e) (coalesced). */
 #define QG_FOR_EACH(BODY)                                                                  \
     if (vec) {                                                                             \
@@ -316,27 +329,11 @@ inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
         for (; Q_ABSUM_U4 && i4_ + 3 * (bn_size)seg < e4; i4_ += 4 * (bn_size)seg) {        \
             uint4 q4_[4]; /* four loads in flight before the first use */                  \
             for (int j_ = 0; j_ < 4; j_++) q4_[j_] = w4_[i4_ + (bn_size)j_ * seg] & (uint4)0x7fffffffu; \
-            for (int j_ = 0; j_ < 4; j_++) {                                               \
-                uint u = q4_[j_].x;                                                        \
-                BODY;                                                                      \
-                u = q4_[j_].y;                                                             \
-                BODY;                                                                      \
-                u = q4_[j_].z;                                                             \
-                BODY;                                                                      \
-                u = q4_[j_].w;                                                             \
-                BODY;                                                                      \
-            }                                                                              \
+            for (int j_ = 0; j_ < 4; j_++) QG_EACH4(q4_[j_], BODY)                         \
         }                                                                                  \
         for (; i4_ < e4; i4_ += seg) {                                                     \
             const uint4 u4 = w4_[i4_] & (uint4)0x7fffffffu;                                \
-            uint u = u4.x;                                                                 \
-            BODY;                                                                          \
-            u = u4.y;                                                                      \
-            BODY;                                                                          \
-            u = u4.z;                                                                      \
-            BODY;                                                                          \
-            u = u4.w;                                                                      \
-            BODY;                                                                          \
+            QG_EACH4(u4, BODY)                                                             \
         }                                                                                  \
         for (bn_size i = (e4 > b4 ? e4 : b4) * 4 + tid; i < e; i += seg) {                 \
             uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \

@@ -1,0 +1,248 @@
+/*
+ * between.c - what passes between two kernels on an NVIDIA GPU.
+ * 1. The device's time from one kernel to the next in an in-order queue:
+ *    CHAIN one-work-group kernels queued behind a spin kernel, each
+ *    stamping %globaltimer as it starts, on a queue without profiling (as
+ *    the library runs unless it times kernels) and on a profiling queue
+ *    with an event on every kernel (as bitnet-bench's kernel times do).
+ * 2. Can the second pass of weight quantization (q_pack_gpu after
+ *    q_absum_gpu, kernels/quantize.cl) read from the L2 what the first
+ *    pass has just read?  Two grid-stride read kernels run back to back
+ *    over the same buffer after the L2 is flushed (a copy of 512 MiB): the
+ *    median profiled time of the first (cold) read and of the second, read
+ *    in the same order or in reverse, for several buffer sizes, and with
+ *    the first read's last part loaded with an L2 evict_last policy.
+ * 3. The host's time inside clEnqueueNDRangeKernel (no event, queue without
+ *    profiling, kernels queued behind a spin kernel) for a kernel of one
+ *    and of eight buffer arguments, and whether the device offers
+ *    cl_khr_command_buffer (recorded command sequences).
+ * Inline PTX: NVIDIA only.  A probe for the GPU machine (tests/device/),
+ * not part of the library.
+ *
+ *   cc -O2 -o between tests/device/between.c -lOpenCL
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+#define REPS 15
+
+#define CHAIN 64
+
+static const char *src =
+    "__kernel void stamp(__global ulong *t, uint i) {\n"
+    "  if (get_local_id(0) == 0) { ulong g; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(g)); t[i] = g; } }\n"
+    "__kernel void args8(__global uint *a, __global uint *b, __global uint *c, __global uint *d,\n"
+    "    __global uint *e, __global uint *f, __global uint *g, __global uint *h) {\n"
+    "  if (get_local_id(0) == 0 && a[0] == 12345u) b[0] = c[0] + d[0] + e[0] + f[0] + g[0] + h[0]; }\n"
+    "__kernel void spin(__global float *p, int n) {\n"
+    "  float a = p[get_global_id(0)];\n"
+    "  for (int i = 0; i < n; i++) a = a * 0.999f + 0.001f;\n"
+    "  p[get_global_id(0)] = a; }\n"
+    "inline float4 ld_el(__global const float4 *p, ulong pol) {\n"
+    "  float a, b, c, d;\n"
+    "  asm volatile(\"ld.global.L2::cache_hint.v4.f32 {%0,%1,%2,%3}, [%4], %5;\"\n"
+    "      : \"=f\"(a), \"=f\"(b), \"=f\"(c), \"=f\"(d) : \"l\"((ulong)p), \"l\"(pol));\n"
+    "  return (float4)(a, b, c, d); }\n"
+    /* rev: read index n-1-i; el_from: iterations from this index on load with evict_last */
+    "__kernel void rd(__global const float4 *x, __global float *out, ulong n, int rev, ulong el_from) {\n"
+    "  ulong stride = get_global_size(0); float4 acc = (float4)(0.0f);\n"
+    "  ulong pol; asm volatile(\"createpolicy.fractional.L2::evict_last.b64 %0, 1.0;\" : \"=l\"(pol));\n"
+    "  for (ulong i = get_global_id(0); i < n; i += stride) {\n"
+    "    ulong j = rev ? n - 1 - i : i;\n"
+    "    acc += i >= el_from ? ld_el(x + j, pol) : x[j]; }\n"
+    "  out[get_global_id(0)] = acc.x + acc.y + acc.z + acc.w; }\n"
+    "__kernel void cp(__global const float4 *x, __global float4 *y, ulong n) {\n"
+    "  ulong stride = get_global_size(0);\n"
+    "  for (ulong i = get_global_id(0); i < n; i += stride) y[i] = x[i]; }\n";
+
+static cl_context ctx;
+static cl_device_id dev;
+static cl_command_queue q, qn;
+
+/* Median device time from one stamp kernel's start to the next's, CHAIN of
+ * them behind a spin kernel on queue qq (events on each when ev). */
+static double chain_us(cl_command_queue qq, cl_kernel ks, cl_kernel kt, cl_mem tb, int ev)
+{
+    double d[REPS * (CHAIN - 1)];
+    int nd = 0;
+    const size_t gs = 132 * 1024, ls = 256, one = 256;
+    for (int r = 0; r < REPS + 2; r++) {
+        cl_event e[CHAIN];
+        CK(clEnqueueNDRangeKernel(qq, ks, 1, NULL, &gs, &ls, 0, NULL, NULL));
+        for (cl_uint i = 0; i < CHAIN; i++) {
+            CK(clSetKernelArg(kt, 1, sizeof i, &i));
+            CK(clEnqueueNDRangeKernel(qq, kt, 1, NULL, &one, &one, 0, NULL, ev ? &e[i] : NULL));
+        }
+        cl_ulong t[CHAIN];
+        CK(clEnqueueReadBuffer(qq, tb, CL_TRUE, 0, sizeof t, t, 0, NULL, NULL));
+        if (ev)
+            for (int i = 0; i < CHAIN; i++) clReleaseEvent(e[i]);
+        if (r < 2) continue;
+        for (int i = 1; i < CHAIN; i++) d[nd++] = (double)(t[i] - t[i - 1]) / 1e3;
+    }
+    return median(d, nd);
+}
+
+static double ev_us(cl_event e)
+{
+    cl_ulong s, t;
+    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof s, &s, NULL));
+    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
+    return (double)(t - s) / 1e3;
+}
+
+static void set_rd(cl_kernel k, cl_mem x, cl_mem out, cl_ulong n, cl_int rev, cl_ulong el_from)
+{
+    CK(clSetKernelArg(k, 0, sizeof x, &x));
+    CK(clSetKernelArg(k, 1, sizeof out, &out));
+    CK(clSetKernelArg(k, 2, sizeof n, &n));
+    CK(clSetKernelArg(k, 3, sizeof rev, &rev));
+    CK(clSetKernelArg(k, 4, sizeof el_from, &el_from));
+}
+
+int main(void)
+{
+    cl_platform_id plats[8];
+    cl_uint np = 0;
+    CK(clGetPlatformIDs(8, plats, &np));
+    int found = 0;
+    for (cl_uint p = 0; p < np && !found; p++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_GPU, 1, &dev, &nd) == CL_SUCCESS && nd) found = 1;
+    }
+    if (!found) {
+        fprintf(stderr, "between: no GPU\n");
+        return 1;
+    }
+    char name[256];
+    cl_uint cus = 0;
+    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+    clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+    printf("device: %s, %u compute units\n", name, cus);
+    cl_int err;
+    ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    CK(err);
+    q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    CK(err);
+    qn = clCreateCommandQueue(ctx, dev, 0, &err);
+    CK(err);
+    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
+    CK(err);
+    err = clBuildProgram(prog, 1, &dev, "", NULL, NULL);
+    if (err != CL_SUCCESS) {
+        char log[1 << 15];
+        clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
+        fprintf(stderr, "build: %d\n%s\n", (int)err, log);
+        return 1;
+    }
+    cl_kernel k1 = clCreateKernel(prog, "rd", &err), k2 = clCreateKernel(prog, "rd", &err);
+    cl_kernel kc = clCreateKernel(prog, "cp", &err);
+    CK(err);
+    {
+        cl_kernel ks = clCreateKernel(prog, "spin", &err), kt = clCreateKernel(prog, "stamp", &err);
+        CK(err);
+        cl_mem spinb = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 132 * 1024 * 4, NULL, &err);
+        cl_mem tb = clCreateBuffer(ctx, CL_MEM_READ_WRITE, CHAIN * 8, NULL, &err);
+        CK(err);
+        const float zero = 0.0f;
+        CK(clEnqueueFillBuffer(q, spinb, &zero, sizeof zero, 0, 132 * 1024 * 4, 0, NULL, NULL));
+        const int iters = 1000000;
+        CK(clSetKernelArg(ks, 0, sizeof spinb, &spinb));
+        CK(clSetKernelArg(ks, 1, sizeof iters, &iters));
+        CK(clSetKernelArg(kt, 0, sizeof tb, &tb));
+        printf("kernel to kernel, one work-group each, in-order queue: no profiling %.2f us, "
+               "profiling with an event on each %.2f us\n",
+               chain_us(qn, ks, kt, tb, 0), chain_us(q, ks, kt, tb, 1));
+    }
+    {
+        char ext[8192] = "";
+        clGetDeviceInfo(dev, CL_DEVICE_EXTENSIONS, sizeof ext, ext, NULL);
+        printf("cl_khr_command_buffer: %s\n", strstr(ext, "cl_khr_command_buffer") ? "yes" : "no");
+        cl_kernel ks = clCreateKernel(prog, "spin", &err), k1 = clCreateKernel(prog, "stamp", &err);
+        cl_kernel k8 = clCreateKernel(prog, "args8", &err);
+        CK(err);
+        cl_mem spinb = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 132 * 1024 * 4, NULL, &err), bb[8];
+        CK(err);
+        for (int i = 0; i < 8; i++) {
+            bb[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1 << 20, NULL, &err);
+            CK(err);
+            CK(clSetKernelArg(k8, (cl_uint)i, sizeof bb[i], &bb[i]));
+        }
+        const int iters = 2000000;
+        cl_uint zero = 0;
+        CK(clSetKernelArg(ks, 0, sizeof spinb, &spinb));
+        CK(clSetKernelArg(ks, 1, sizeof iters, &iters));
+        CK(clSetKernelArg(k1, 0, sizeof bb[0], &bb[0]));
+        CK(clSetKernelArg(k1, 1, sizeof zero, &zero));
+        const size_t gs = 132 * 1024, ls = 256, one = 256;
+        cl_kernel kk[2] = {k1, k8};
+        double h[2][REPS];
+        for (int r = 0; r < REPS + 2; r++)
+            for (int w = 0; w < 2; w++) {
+                CK(clEnqueueNDRangeKernel(qn, ks, 1, NULL, &gs, &ls, 0, NULL, NULL));
+                CK(clFlush(qn));
+                const double t0 = now_us();
+                for (int i = 0; i < 100; i++) CK(clEnqueueNDRangeKernel(qn, kk[w], 1, NULL, &one, &one, 0, NULL, NULL));
+                const double t1 = now_us();
+                CK(clFinish(qn));
+                if (r >= 2) h[w][r - 2] = (t1 - t0) / 100;
+            }
+        printf("host time of clEnqueueNDRangeKernel: 1 buffer argument %.2f us, 8 buffer arguments %.2f us\n",
+               median(h[0], REPS), median(h[1], REPS));
+    }
+    const size_t maxb = (size_t)64 << 20, flushb = (size_t)512 << 20;
+    const size_t local = 256, global = (size_t)cus * 8 * local;
+    cl_mem x = clCreateBuffer(ctx, CL_MEM_READ_WRITE, maxb, NULL, &err);
+    CK(err);
+    cl_mem fa = clCreateBuffer(ctx, CL_MEM_READ_WRITE, flushb, NULL, &err), fb = clCreateBuffer(ctx, CL_MEM_READ_WRITE, flushb, NULL, &err);
+    cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, global * sizeof(float), NULL, &err);
+    CK(err);
+    const float one = 1.0f;
+    CK(clEnqueueFillBuffer(q, x, &one, sizeof one, 0, maxb, 0, NULL, NULL));
+    CK(clEnqueueFillBuffer(q, fa, &one, sizeof one, 0, flushb, 0, NULL, NULL));
+    CK(clFinish(q));
+    cl_ulong fn = flushb / 16;
+    CK(clSetKernelArg(kc, 0, sizeof fa, &fa));
+    CK(clSetKernelArg(kc, 1, sizeof fb, &fb));
+    CK(clSetKernelArg(kc, 2, sizeof fn, &fn));
+    const size_t mibs[] = {16, 24, 32, 40, 48, 64};
+    /* first read: forward, evict_last on none / the last half / the last 3/4
+     * (by iteration); second read: forward or reverse */
+    static const struct {
+        const char *name;
+        int rev2;
+        int el_num; /* evict_last from iteration index n * (4 - el_num) / 4 */
+    } cases[] = {{"fwd, then fwd", 0, 0}, {"fwd, then rev", 1, 0}, {"fwd (last 1/2 evict_last), then rev", 1, 2},
+                 {"fwd (last 3/4 evict_last), then rev", 1, 3}, {"fwd (all evict_last), then rev", 1, 4}};
+    for (size_t m = 0; m < sizeof mibs / sizeof *mibs; m++) {
+        const cl_ulong n = (cl_ulong)(mibs[m] << 20) / 16;
+        for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+            double a[REPS], b[REPS];
+            const cl_ulong el_from = cases[c].el_num ? n * (cl_ulong)(4 - cases[c].el_num) / 4 : ~(cl_ulong)0;
+            set_rd(k1, x, out, n, 0, el_from);
+            set_rd(k2, x, out, n, cases[c].rev2, ~(cl_ulong)0);
+            for (int r = 0; r < REPS + 2; r++) {
+                cl_event e1, e2;
+                CK(clEnqueueNDRangeKernel(q, kc, 1, NULL, &global, &local, 0, NULL, NULL));
+                CK(clEnqueueNDRangeKernel(q, k1, 1, NULL, &global, &local, 0, NULL, &e1));
+                CK(clEnqueueNDRangeKernel(q, k2, 1, NULL, &global, &local, 0, NULL, &e2));
+                CK(clFinish(q));
+                if (r >= 2) a[r - 2] = ev_us(e1), b[r - 2] = ev_us(e2);
+                clReleaseEvent(e1);
+                clReleaseEvent(e2);
+            }
+            const double ma = median(a, REPS), mb = median(b, REPS);
+            printf("%2zu MiB  %-40s first %7.2f us (%6.0f GB/s), second %7.2f us (%6.0f GB/s)\n", mibs[m],
+                   cases[c].name, ma, (double)(mibs[m] << 20) / (ma * 1e3), mb, (double)(mibs[m] << 20) / (mb * 1e3));
+        }
+    }
+    return 0;
+}

@@ -290,8 +290,8 @@ __kernel void q_dequant_a(__global const char *q, bn_size rows, bn_size cols, __
 #ifndef Q_GWG
 #define Q_GWG 256 /* work-group size of q_absum_gpu (a power of two) */
 #endif
-#ifndef Q_ABSUM_U4
-#define Q_ABSUM_U4 0 /* 1: four float4 loads in flight per item (the host: per-tensor slices) */
+#ifndef Q_ABSUM_DESC
+#define Q_ABSUM_DESC 0 /* 1: one slice (per tensor), walked by the whole grid from its end to its start */
 #endif
 
 /* acc += |w| (bits u, finite) exactly, as 32-bit pieces (q_add_shifted). */
@@ -317,7 +317,33 @@ inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
         BODY;                                                                              \
     }
 
-/* Runs BODY on each |w| bits u of the item's share of [b, e) (coalesced). */
+/* Runs BODY on each |w| bits u of the item's share of [b, e) (coalesced).
+ * With Q_ABSUM_DESC (per-tensor slices: the host), on its share of the
+ * whole slice [0, slen) instead: float4 j of the slice goes to item gi (of
+ * ng items in all) where j = n4 - 1 - gi - k ng, four loads in flight
+ * before the first use, so the grid reads the slice from its end to its
+ * start and the first rows, which q_pack_gpu reads first, last. */
+#if Q_ABSUM_DESC
+#define QG_FOR_EACH(BODY)                                                                  \
+    if (gs < nseg) {                                                                       \
+        __global const uint4 *w4_ = (__global const uint4 *)ws;                            \
+        const bn_size ng_ = nseg * (bn_size)seg, gi_ = gs * (bn_size)seg + tid, n4_ = slen / 4; \
+        bn_size k_ = gi_;                                                                  \
+        for (; k_ + 3 * ng_ < n4_; k_ += 4 * ng_) {                                        \
+            uint4 q4_[4]; /* four loads in flight before the first use */                  \
+            for (int j_ = 0; j_ < 4; j_++) q4_[j_] = w4_[n4_ - 1 - k_ - (bn_size)j_ * ng_] & (uint4)0x7fffffffu; \
+            for (int j_ = 0; j_ < 4; j_++) QG_EACH4(q4_[j_], BODY)                         \
+        }                                                                                  \
+        for (; k_ < n4_; k_ += ng_) {                                                      \
+            const uint4 u4 = w4_[n4_ - 1 - k_] & (uint4)0x7fffffffu;                       \
+            QG_EACH4(u4, BODY)                                                             \
+        }                                                                                  \
+        for (bn_size i = n4_ * 4 + gi_; i < slen; i += ng_) {                              \
+            uint u = as_uint(ws[i]) & 0x7fffffffu;                                         \
+            BODY;                                                                          \
+        }                                                                                  \
+    }
+#else
 #define QG_FOR_EACH(BODY)                                                                  \
     if (vec) {                                                                             \
         for (bn_size i = b + tid; i < b4 * 4 && i < e; i += seg) {                         \
@@ -325,13 +351,7 @@ inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
             BODY;                                                                          \
         }                                                                                  \
         __global const uint4 *w4_ = (__global const uint4 *)ws;                            \
-        bn_size i4_ = b4 + tid;                                                            \
-        for (; Q_ABSUM_U4 && i4_ + 3 * (bn_size)seg < e4; i4_ += 4 * (bn_size)seg) {        \
-            uint4 q4_[4]; /* four loads in flight before the first use */                  \
-            for (int j_ = 0; j_ < 4; j_++) q4_[j_] = w4_[i4_ + (bn_size)j_ * seg] & (uint4)0x7fffffffu; \
-            for (int j_ = 0; j_ < 4; j_++) QG_EACH4(q4_[j_], BODY)                         \
-        }                                                                                  \
-        for (; i4_ < e4; i4_ += seg) {                                                     \
+        for (bn_size i4_ = b4 + tid; i4_ < e4; i4_ += seg) {                               \
             const uint4 u4 = w4_[i4_] & (uint4)0x7fffffffu;                                \
             QG_EACH4(u4, BODY)                                                             \
         }                                                                                  \
@@ -345,6 +365,7 @@ inline uint qg_ctz(uint x) { return 31u - clz(x & (0u - x)); }
             BODY;                                                                          \
         }                                                                                  \
     }
+#endif
 
 inline ulong qg_ctz64(ulong x) { return 63UL - clz(x & (0UL - x)); }
 
@@ -384,12 +405,12 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     const uint lid = get_local_id(0), tid = lid % seg;
     const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
     if (lid == 0) wide = 0;
-    bn_size b = 0, e = 0, start = 0;
+    bn_size b = 0, e = 0, start = 0, slen = 0;
     if (gs < nseg) {
-        bn_size len, sl = gs / pieces, pc = gs % pieces;
-        q_slice(kind, sl, rows, cols, group, &start, &len);
+        bn_size sl = gs / pieces, pc = gs % pieces;
+        q_slice(kind, sl, rows, cols, group, &start, &slen);
         b = pc * plen;
-        e = b + plen < len ? b + plen : len;
+        e = b + plen < slen ? b + plen : slen;
     }
     __global const float *ws = w + start;
     const int vec = (start & 3) == 0;

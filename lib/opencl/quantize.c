@@ -140,7 +140,21 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * 14336x4096 164.1-167.3 against 179.6-182.6 us, 4097x4099 63.5-65.6
  * against 68.9-70.9, 4096x4096 51.7-52.9 against 52.0-53.1; row scales
  * within the noise (4097x4099 91.2-91.8 against 90.0-93.3, 14336x4096
- * 205.2-208.4 against 206.0-208.0). */
+ * 205.2-208.4 against 206.0-208.0).  Since 2026-12-02 a per-tensor slice
+ * is walked by the whole grid from its end to its start, four loads in
+ * flight per item (Q_ABSUM_DESC, which replaced Q_ABSUM_U4's pieces read
+ * side by side).  H200, three alternating rounds of
+ * `bitnet-bench --device opencl --op quantize_weights --scale tensor,row`,
+ * kernel medians in us, before / after: per tensor 4096x4096 51.2-53.4 /
+ * 49.6-49.8, 14336x4096 163.1-165.8 / 159.2-160.8, 4097x4099 63.1-65.8 /
+ * 53.8-55.6; row scales unchanged.  By tests/device/cltrace.c it is
+ * q_absum_gpu that gained (4096x4096 24.5 / 23.9 us): q_pack_gpu stayed at
+ * 26.1-26.4 us, although tests/device/between.c shows the L2 keeps what a
+ * kernel read for the next (a second grid-stride read of 64 MiB, the first
+ * one's order reversed, takes 16.6 us against 21.5 in the same order).
+ * Tried the same day and not kept: q_pack_gpu as one wave of work-groups
+ * whose items loop over rows (4096x4096 31.2 against 26.2 us a call), and
+ * its codes from vector comparisons (27.9 against 26.1). */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */
@@ -172,12 +186,12 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
     return 1;
 }
 
-/* The GPU layout's build options: per-tensor slices (long) with four loads
- * in flight per item in q_absum_gpu (Q_ABSUM_U4; measured above). */
+/* The GPU layout's build options: per-tensor slices (long) walked by the
+ * whole grid from the end (Q_ABSUM_DESC; measured above). */
 static void gpu_opts(gpu_tune *t, bitnet_scale_kind kind)
 {
-    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_U4=%d", Q_OPTS, t->gwg,
-             kind == BITNET_SCALE_TENSOR ? 1 : 0);
+    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d", Q_OPTS, t->gwg,
+             kind == BITNET_SCALE_TENSOR);
 }
 
 static uint64_t pow2_ceil(uint64_t v)

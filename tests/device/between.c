@@ -18,6 +18,21 @@
  *    cl_khr_command_buffer (recorded command sequences).
  * Inline PTX: NVIDIA only.  A probe for the GPU machine (tests/device/),
  * not part of the library.
+ * On H200 machines (2026-12-02, driver 580.159.04, two calls):
+ * 1. kernel to kernel 1.63 / 1.54 us without profiling, 4.86 / 4.80 us
+ *    with an event on each: profiling adds about 3.2 us of device time to
+ *    every kernel (and an empty kernel is profiled at 5.4 us start to end,
+ *    tests/device/qacts.c), which callers running without it do not pay.
+ * 2. the second read, us (first read, cold, in brackets):
+ *      16 MiB: same order 5.79, reversed 5.92 (10.0)
+ *      32 MiB: same order 8.61, reversed 9.15 (15.4)
+ *      48 MiB: same order 17.86, reversed 12.96 (20.6)
+ *      64 MiB: same order 21.47, reversed 16.58 (25.3-25.6)
+ *    so the L2 keeps what one kernel read for the next; past its size the
+ *    reversed order still finds the part read last.  The evict_last policy
+ *    on the first read's last half, three quarters or all changed nothing.
+ * 3. clEnqueueNDRangeKernel 6.28 us of host time with one buffer argument,
+ *    9.11 us with eight; no cl_khr_command_buffer. 
  *
  *   cc -O2 -o between tests/device/between.c -lOpenCL
  */

@@ -156,7 +156,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * whose items loop over rows (4096x4096 31.2 against 26.2 us a call), and
  * its codes from vector comparisons (27.9 against 26.1), two or four words
  * per item (a second call, q_pack_gpu's mean over 4096x4096 and 4097x4099
- * per tensor: 29.0-29.8 / 30.6-32.8 / 35.3-41.5 us for one, two and four
+ * per tensor: 27.1-31.8 / 30.6-32.8 / 35.3-41.5 us for one, two and four
  * words at work-groups of 128, 256 and 512, two rounds). */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */

@@ -3,8 +3,9 @@
  * 1. The device's time from one kernel to the next in an in-order queue:
  *    CHAIN one-work-group kernels queued behind a spin kernel, each
  *    stamping %globaltimer as it starts, on a queue without profiling (as
- *    the library runs unless it times kernels) and on a profiling queue
- *    with an event on every kernel (as bitnet-bench's kernel times do).
+ *    the library runs unless it times kernels), on a profiling queue with
+ *    an event on every kernel (as bitnet-bench's kernel times do) and on
+ *    a profiling queue without events.
  * 2. Can the second pass of weight quantization (q_pack_gpu after
  *    q_absum_gpu, kernels/quantize.cl) read from the L2 what the first
  *    pass has just read?  Two grid-stride read kernels run back to back
@@ -19,10 +20,12 @@
  * Inline PTX: NVIDIA only.  A probe for the GPU machine (tests/device/),
  * not part of the library.
  * On H200 machines (2026-12-02, driver 580.159.04, two calls):
- * 1. kernel to kernel 1.63 / 1.54 us without profiling, 4.86 / 4.80 us
- *    with an event on each: profiling adds about 3.2 us of device time to
- *    every kernel (and an empty kernel is profiled at 5.4 us start to end,
- *    tests/device/qacts.c), which callers running without it do not pay.
+ * 1. kernel to kernel 1.63 / 1.54 / 1.63 us without profiling, 4.86 /
+ *    4.80 / 5.02 us with an event on each, 1.47 us on a profiling queue
+ *    without events (three calls): an event adds about 3.3 us of device
+ *    time to its kernel (and an empty kernel is profiled at 5.4 us start
+ *    to end, tests/device/qacts.c), which callers running without
+ *    profiling do not pay; the profiling queue alone costs nothing.
  * 2. the second read, us (first read, cold, in brackets):
  *      16 MiB: same order 5.79, reversed 5.92 (10.0)
  *      32 MiB: same order 8.61, reversed 9.15 (15.4)
@@ -174,8 +177,8 @@ int main(void)
         CK(clSetKernelArg(ks, 1, sizeof iters, &iters));
         CK(clSetKernelArg(kt, 0, sizeof tb, &tb));
         printf("kernel to kernel, one work-group each, in-order queue: no profiling %.2f us, "
-               "profiling with an event on each %.2f us\n",
-               chain_us(qn, ks, kt, tb, 0), chain_us(q, ks, kt, tb, 1));
+               "profiling with an event on each %.2f us, profiling without events %.2f us\n",
+               chain_us(qn, ks, kt, tb, 0), chain_us(q, ks, kt, tb, 1), chain_us(q, ks, kt, tb, 0));
     }
     {
         char ext[8192] = "";

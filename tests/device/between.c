@@ -4,8 +4,12 @@
  *    CHAIN one-work-group kernels queued behind a spin kernel, each
  *    stamping %globaltimer as it starts, on a queue without profiling (as
  *    the library runs unless it times kernels), on a profiling queue with
- *    an event on every kernel (as bitnet-bench's kernel times do) and on
- *    a profiling queue without events.
+ *    an event on every kernel (as bitnet-bench's kernel times do), on a
+ *    profiling queue without events and on a queue without profiling with
+ *    an event on every kernel; and the host's wall time of a host-pointer
+ *    call's commands (64 KiB written up from pinned memory, a kernel, 64
+ *    KiB read down, a wait for the read) with and without an event on the
+ *    write.
  * 2. Can the second pass of weight quantization (q_pack_gpu after
  *    q_absum_gpu, kernels/quantize.cl) read from the L2 what the first
  *    pass has just read?  Two grid-stride read kernels run back to back
@@ -25,7 +29,13 @@
  *    without events (three calls): an event adds about 3.3 us of device
  *    time to its kernel (and an empty kernel is profiled at 5.4 us start
  *    to end, tests/device/qacts.c), which callers running without
- *    profiling do not pay; the profiling queue alone costs nothing.
+ *    profiling do not pay; the profiling queue alone costs nothing.  A
+ *    fourth call: 1.66 us without events either way, 4.93 with events on
+ *    the profiling queue, 3.52 with events on the queue without profiling.
+ *    Yet the host-pointer call's commands took 17.3 us with an event on the
+ *    pinned write and 18.9 without, and a library build whose staging
+ *    writes carried no event was no faster end to end (lib/opencl/staging.c
+ *    has the figures).
  * 2. the second read, us (first read, cold, in brackets):
  *      16 MiB: same order 5.79, reversed 5.92 (10.0)
  *      32 MiB: same order 8.61, reversed 9.15 (15.4)
@@ -177,8 +187,37 @@ int main(void)
         CK(clSetKernelArg(ks, 1, sizeof iters, &iters));
         CK(clSetKernelArg(kt, 0, sizeof tb, &tb));
         printf("kernel to kernel, one work-group each, in-order queue: no profiling %.2f us, "
-               "profiling with an event on each %.2f us, profiling without events %.2f us\n",
-               chain_us(qn, ks, kt, tb, 0), chain_us(q, ks, kt, tb, 1), chain_us(q, ks, kt, tb, 0));
+               "profiling with an event on each %.2f us, profiling without events %.2f us, "
+               "no profiling with an event on each %.2f us\n",
+               chain_us(qn, ks, kt, tb, 0), chain_us(q, ks, kt, tb, 1), chain_us(q, ks, kt, tb, 0),
+               chain_us(qn, ks, kt, tb, 1));
+        /* a host-pointer call's commands: pinned write up, a kernel, read down, wait for the read */
+        const size_t xfer = 64 << 10;
+        cl_mem pin = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR, 2 * xfer, NULL, &err);
+        cl_mem dx = clCreateBuffer(ctx, CL_MEM_READ_WRITE, xfer, NULL, &err), dy = clCreateBuffer(ctx, CL_MEM_READ_WRITE, xfer, NULL, &err);
+        CK(err);
+        char *hp = clEnqueueMapBuffer(qn, pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, 2 * xfer, 0, NULL, NULL, &err);
+        CK(err);
+        memset(hp, 1, 2 * xfer);
+        cl_uint zero0 = 0;
+        CK(clSetKernelArg(kt, 1, sizeof zero0, &zero0));
+        double rt[2][REPS * 4];
+        const size_t one = 256;
+        for (int r = 0; r < REPS * 4 + 4; r++)
+            for (int wev = 0; wev < 2; wev++) {
+                cl_event ew = NULL, er;
+                const double t0 = now_us();
+                CK(clEnqueueWriteBuffer(qn, dx, CL_FALSE, 0, xfer, hp, 0, NULL, wev ? &ew : NULL));
+                CK(clEnqueueNDRangeKernel(qn, kt, 1, NULL, &one, &one, 0, NULL, NULL));
+                CK(clEnqueueReadBuffer(qn, dy, CL_FALSE, 0, xfer, hp + xfer, 0, NULL, &er));
+                CK(clWaitForEvents(1, &er));
+                const double t1 = now_us();
+                clReleaseEvent(er);
+                if (ew) clReleaseEvent(ew);
+                if (r >= 4) rt[wev][r - 4] = t1 - t0;
+            }
+        printf("64 KiB up, a kernel, 64 KiB down, wait (no profiling): %.2f us with no event on the write, "
+               "%.2f us with one\n", median(rt[0], REPS * 4), median(rt[1], REPS * 4));
     }
     {
         char ext[8192] = "";

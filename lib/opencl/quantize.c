@@ -149,9 +149,13 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * 49.6-49.8, 14336x4096 163.1-165.8 / 159.2-160.8, 4097x4099 63.1-65.8 /
  * 53.8-55.6; row scales unchanged.  By tests/device/cltrace.c it is
  * q_absum_gpu that gained (4096x4096 24.5 / 23.9 us): q_pack_gpu stayed at
- * 26.1-26.4 us, although tests/device/between.c shows the L2 keeps what a
+ * 26.1-26.4 us.  tests/device/between.c shows why: the L2 keeps what a
  * kernel read for the next (a second grid-stride read of 64 MiB, the first
- * one's order reversed, takes 16.6 us against 21.5 in the same order).
+ * one's order reversed, takes 16.6 us against 21.5 in the same order), but
+ * not across the host round trip made here between the two kernels (a
+ * blocking 4-byte read and write between the reads: 20.3 us; 9.6 against
+ * 6.0 at 16 MiB).  Merging the partial sums on the device (exactly, as
+ * merge_pieces does) would keep both, and the host out of the call.
  * Tried the same day and not kept: q_pack_gpu as one wave of work-groups
  * whose items loop over rows (4096x4096 31.2 against 26.2 us a call), and
  * its codes from vector comparisons (27.9 against 26.1), two or four words

@@ -16,7 +16,9 @@
  *    over the same buffer after the L2 is flushed (a copy of 512 MiB): the
  *    median profiled time of the first (cold) read and of the second, read
  *    in the same order or in reverse, for several buffer sizes, and with
- *    the first read's last part loaded with an L2 evict_last policy.
+ *    the first read's last part loaded with an L2 evict_last policy, and
+ *    with a blocking 4-byte read and write between the two (the round trip
+ *    quantize_weights makes between its kernels).
  * 3. The host's time inside clEnqueueNDRangeKernel (no event, queue without
  *    profiling, kernels queued behind a spin kernel) for a kernel of one
  *    and of eight buffer arguments, and whether the device offers
@@ -44,6 +46,11 @@
  *    so the L2 keeps what one kernel read for the next; past its size the
  *    reversed order still finds the part read last.  The evict_last policy
  *    on the first read's last half, three quarters or all changed nothing.
+ *    A blocking 4-byte read and write between the two reads (a third call)
+ *    undoes most of it: reversed 9.63 against 6.02 us at 16 MiB, 12.45
+ *    against 9.15 at 32, 20.26 against 16.45 at 64.  That is the round
+ *    trip quantize_weights makes between q_absum_gpu and q_pack_gpu (the
+ *    partial sums down, the scale up), so q_pack_gpu reads cold.
  * 3. clEnqueueNDRangeKernel 6.28 us of host time with one buffer argument,
  *    9.11 us with eight; no cl_khr_command_buffer. 
  *
@@ -272,13 +279,16 @@ int main(void)
     CK(clSetKernelArg(kc, 2, sizeof fn, &fn));
     const size_t mibs[] = {16, 24, 32, 40, 48, 64};
     /* first read: forward, evict_last on none / the last half / the last 3/4
-     * (by iteration); second read: forward or reverse */
+     * (by iteration); second read: forward or reverse; with or without a
+     * host round trip between them */
     static const struct {
         const char *name;
         int rev2;
         int el_num; /* evict_last from iteration index n * (4 - el_num) / 4 */
-    } cases[] = {{"fwd, then fwd", 0, 0}, {"fwd, then rev", 1, 0}, {"fwd (last 1/2 evict_last), then rev", 1, 2},
-                 {"fwd (last 3/4 evict_last), then rev", 1, 3}, {"fwd (all evict_last), then rev", 1, 4}};
+        int host;   /* a blocking 4-byte read and write between the two */
+    } cases[] = {{"fwd, then fwd", 0, 0, 0}, {"fwd, then rev", 1, 0, 0}, {"fwd (last 1/2 evict_last), then rev", 1, 2, 0},
+                 {"fwd (last 3/4 evict_last), then rev", 1, 3, 0}, {"fwd (all evict_last), then rev", 1, 4, 0},
+                 {"fwd, 4 B read + 4 B write, then rev", 1, 0, 1}};
     for (size_t m = 0; m < sizeof mibs / sizeof *mibs; m++) {
         const cl_ulong n = (cl_ulong)(mibs[m] << 20) / 16;
         for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
@@ -290,6 +300,11 @@ int main(void)
                 cl_event e1, e2;
                 CK(clEnqueueNDRangeKernel(q, kc, 1, NULL, &global, &local, 0, NULL, NULL));
                 CK(clEnqueueNDRangeKernel(q, k1, 1, NULL, &global, &local, 0, NULL, &e1));
+                if (cases[c].host) { /* what quantize_weights does between its kernels: the sums down, the scale up */
+                    cl_uint v = 0;
+                    CK(clEnqueueReadBuffer(q, out, CL_TRUE, 0, sizeof v, &v, 0, NULL, NULL));
+                    CK(clEnqueueWriteBuffer(q, out, CL_TRUE, sizeof v, sizeof v, &v, 0, NULL, NULL));
+                }
                 CK(clEnqueueNDRangeKernel(q, k2, 1, NULL, &global, &local, 0, NULL, &e2));
                 CK(clFinish(q));
                 if (r >= 2) a[r - 2] = ev_us(e1), b[r - 2] = ev_us(e2);

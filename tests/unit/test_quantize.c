@@ -444,6 +444,30 @@ static void exact_cases_backend(bitnet_backend *be, const char *what)
     free(w), free(d), free(dr), free(t2), free(t2r);
 }
 
+/* A per-tensor sum that needs its sticky bit: 2^30 (1 + 2^-24 + 2^-53 +
+ * 2^-80) is just above a tie of doubles, so it rounds up to 2^30 (1 + 2^-24
+ * + 2^-52), and its mean over 2^20 elements to the float 2^10 (1 + 2^-23);
+ * without the bit below the double's last it would round to the tie's even
+ * side, 2^10.  The four values lie far apart (different pieces of every
+ * layout), signs mixed, zeros elsewhere. */
+static void sticky_sum_backend(bitnet_backend *be, const char *what)
+{
+    const uint64_t rows = 1024, cols = 1024, n = rows * cols;
+    float *w = calloc(n, 4), d, dr;
+    size_t tb = rows * bitnet_t2_row_bytes(cols);
+    uint8_t *t2 = malloc(tb), *t2r = malloc(tb);
+    assert_non_null(w), assert_non_null(t2), assert_non_null(t2r);
+    w[5] = ldexpf(1.0f, 30), w[300001] = -ldexpf(1.0f, 6), w[700003] = ldexpf(1.0f, -23);
+    w[n - 6] = -ldexpf(1.0f, -50);
+    assert_int_equal(bitnet_quantize_weights(be, w, rows, cols, BITNET_SCALE_TENSOR, 0, t2, &d), BITNET_OK);
+    assert_int_equal(bitnet_quantize_weights_ref(w, rows, cols, BITNET_SCALE_TENSOR, 0, t2r, &dr), BITNET_OK);
+    const float want = ldexpf(1.0f + ldexpf(1.0f, -23), 10);
+    if (d != want || dr != want)
+        fail_msg("%s: sticky sum: scale %a, _ref %a, not %a", what, (double)d, (double)dr, (double)want);
+    if (memcmp(t2, t2r, tb)) fail_msg("%s: sticky sum: codes differ from the _ref", what);
+    free(w), free(t2), free(t2r);
+}
+
 /* The activation kernels of every SIMD level this CPU runs: the codes and
  * scale of bitnet_quantize_acts_ref, and with a sum pointer the sum of the
  * codes (OpenCL BitLinear uploads it with host-made activations); awkward
@@ -495,6 +519,7 @@ static void fast_cpu(void **state)
             compare_backend(be, what, 0);
             ties_backend(be, what);
             exact_cases_backend(be, what);
+            sticky_sum_backend(be, what);
             if (l == 2 || th == 2) compare_backend(be, what, 1);
             bitnet_backend_free(be);
         }
@@ -511,8 +536,13 @@ static void errors_backend(bitnet_backend *be)
     float d[5 * 10], dr[5 * 10], x[1500];
     int8_t q[1500], qr[1500];
     for (int k = 1; k <= 3; k++) {
+        memset(t2, 0xa5, sizeof t2), memset(d, 0xa5, sizeof d);
         assert_int_equal(bitnet_quantize_weights(be, w, 5, 300, (bitnet_scale_kind)k, 32, t2, d), BITNET_E_NUMERIC);
         assert_non_null(strstr(bitnet_error_detail(), "row 3, column 201"));
+        for (size_t i = 0; k == BITNET_SCALE_TENSOR && i < sizeof t2; i++) /* per tensor nothing is written */
+            if (t2[i] != 0xa5) fail_msg("quantize_weights per tensor wrote its codes before failing");
+        for (size_t i = 0; k == BITNET_SCALE_TENSOR && i < sizeof d; i++)
+            if (((const uint8_t *)d)[i] != 0xa5) fail_msg("quantize_weights per tensor wrote its scale before failing");
     }
     w[3 * 300 + 201] = INFINITY;
     assert_int_equal(bitnet_quantize_acts(be, w, 5, 300, q, d), BITNET_E_NUMERIC);
@@ -551,6 +581,7 @@ static void fast_opencl(void **state)
     ties_backend(be, "opencl");
     errors_backend(be);
     exact_cases_backend(be, "opencl");
+    sticky_sum_backend(be, "opencl");
     compare_backend(be, "opencl", 1);
     bitnet_backend_free(be);
 }
@@ -573,6 +604,7 @@ static void opencl_gpu_layout(void **state)
         snprintf(what, sizeof what, "opencl gpu layout %s", tunes[t] ? tunes[t] : "(defaults)");
         if (tunes[t]) setenv("BITNET_QUANT_OPTS", tunes[t], 1);
         exact_cases_backend(be, what);
+        sticky_sum_backend(be, what);
         compare_backend(be, what, 0);
         ties_backend(be, what);
         if (t == 0) {

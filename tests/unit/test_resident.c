@@ -248,6 +248,32 @@ static void test_quant_ops(void **state)
         assert_int_equal(bitnet_dequantize_weights(be, D(dt2), rows, cols, BITNET_SCALE_ROW, 0, D(dd), D(dwq)), BITNET_OK);
         float *gwq = down(dwq, n * 4);
         assert_memory_equal(gwq, wq, n * 4);
+        /* weights, one scale, in both OpenCL layouts (the GPU one adds the
+         * sum and writes the scale on the device); a NaN fails the call and
+         * leaves the device outputs as they were */
+        for (int forced = 0; forced < 2; forced++) {
+            if (forced) setenv("BITNET_OCL_FORCE_GPU_LAYOUT", "1", 1);
+            float dt, *wn = malloc(n * 4);
+            assert_int_equal(bitnet_quantize_weights(be, w, rows, cols, BITNET_SCALE_TENSOR, 0, t2, &dt), BITNET_OK);
+            assert_int_equal(bitnet_quantize_weights(be, D(dw), rows, cols, BITNET_SCALE_TENSOR, 0, D(dt2), D(dd)),
+                             BITNET_OK);
+            uint8_t *tt2 = down(dt2, tb);
+            float *tdt = down(dd, sizeof dt);
+            assert_memory_equal(tt2, t2, tb);
+            assert_memory_equal(tdt, &dt, sizeof dt);
+            memcpy(wn, w, n * 4);
+            wn[n / 2] = NAN;
+            bitnet_buffer *dwn = up(be, wn, n * 4);
+            assert_int_equal(bitnet_quantize_weights(be, D(dwn), rows, cols, BITNET_SCALE_TENSOR, 0, D(dt2), D(dd)),
+                             BITNET_E_NUMERIC);
+            uint8_t *nt2 = down(dt2, tb);
+            float *ndt = down(dd, sizeof dt);
+            assert_memory_equal(nt2, t2, tb);
+            assert_memory_equal(ndt, &dt, sizeof dt);
+            unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
+            bitnet_buffer_free(dwn);
+            free(wn), free(tt2), free(tdt), free(nt2), free(ndt);
+        }
         /* activations */
         int8_t *q = malloc(n);
         float s[5];

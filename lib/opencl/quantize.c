@@ -154,8 +154,19 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * one's order reversed, takes 16.6 us against 21.5 in the same order), but
  * not across the host round trip made here between the two kernels (a
  * blocking 4-byte read and write between the reads: 20.3 us; 9.6 against
- * 6.0 at 16 MiB).  Merging the partial sums on the device (exactly, as
- * merge_pieces does) would keep both, and the host out of the call.
+ * 6.0 at 16 MiB).  Tried the same day and not kept: the pieces merged
+ * exactly on the device by the work-group that finishes q_absum_gpu last
+ * (a count in the flag buffer; it wrote d and 1/d, q_pack_gpu then read
+ * the scale from the device, one wait at the end of the call, the codes
+ * and scales bit for bit the host's).  q_pack_gpu then hit the L2: 27.3-
+ * 28.5 -> 22.3-22.4 us at 4096x4096 (tests/device/cltrace.c), but
+ * q_absum_gpu took 23.9-24.1 -> 31.2-32.5 us, with the sums of the merge
+ * in a private array or in registers alike, so the tensor was slower:
+ * H200, kernel medians in us, old / merged, three rounds and then two:
+ * 4096x4096 49.0-52.5 / 53.2-55.1, 14336x4096 158.8-161.6 / 163.1-167.7,
+ * 4097x4099 52.9-55.1 / 57.1-59.0, 1024x4096 23.3-25.3 / 27.1-28.2.  Where
+ * the last work-group's 7-8 us go was not found (a merge kernel of its own
+ * would tell).
  * Tried the same day and not kept: q_pack_gpu as one wave of work-groups
  * whose items loop over rows (4096x4096 31.2 against 26.2 us a call), and
  * its codes from vector comparisons (27.9 against 26.1), two or four words

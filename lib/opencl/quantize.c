@@ -167,7 +167,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * 4097x4099 52.9-55.1 / 57.1-59.0, 1024x4096 23.3-25.3 / 27.1-28.2.  Where
  * the last work-group's 7-8 us go was not found (a merge kernel of its own
  * would tell).
- * Tried the same day and not kept: q_pack_gpu as one wave of work-groups
+ * Also tried then and not kept: q_pack_gpu as one wave of work-groups
  * whose items loop over rows (4096x4096 31.2 against 26.2 us a call), and
  * its codes from vector comparisons (27.9 against 26.1), two or four words
  * per item (a second call, q_pack_gpu's mean over 4096x4096 and 4097x4099

@@ -145,23 +145,8 @@ static void set_rd(cl_kernel k, cl_mem x, cl_mem out, cl_ulong n, cl_int rev, cl
 
 int main(void)
 {
-    cl_platform_id plats[8];
-    cl_uint np = 0;
-    CK(clGetPlatformIDs(8, plats, &np));
-    int found = 0;
-    for (cl_uint p = 0; p < np && !found; p++) {
-        cl_uint nd = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_GPU, 1, &dev, &nd) == CL_SUCCESS && nd) found = 1;
-    }
-    if (!found) {
-        fprintf(stderr, "between: no GPU\n");
-        return 1;
-    }
-    char name[256];
     cl_uint cus = 0;
-    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
-    printf("device: %s, %u compute units\n", name, cus);
+    dev = probe_gpu("between", &cus);
     cl_int err;
     ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     CK(err);

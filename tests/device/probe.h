@@ -1,8 +1,9 @@
 /*
  * probe.h - what the stand-alone GPU-machine probes of tests/device/
- * (latency.c, int8_input.c, mma_peak.c) share: a wall clock, the median of
- * a sample, and CK, which exits with the call and line of a failed OpenCL
- * call.  Not part of the library or its tests.
+ * (latency.c, int8_input.c, mma_peak.c, qacts.c, between.c) share: a wall
+ * clock, the median of a sample, CK, which exits with the call and line of
+ * a failed OpenCL call, and probe_gpu, the first GPU.  Not part of the
+ * library or its tests.
  */
 #ifndef BITNET_PROBE_H
 #define BITNET_PROBE_H
@@ -39,5 +40,30 @@ static inline double median(double *v, int n)
             exit(1);                                                           \
         }                                                                      \
     } while (0)
+
+#ifdef CL_VERSION_1_0 /* the probe included CL/cl.h first */
+/* The first GPU of any platform, its name and compute units printed (who
+ * names the probe in the message when there is none: exits). */
+static inline cl_device_id probe_gpu(const char *who, cl_uint *cus)
+{
+    cl_platform_id plats[8];
+    cl_uint np = 0;
+    cl_device_id dev = NULL;
+    CK(clGetPlatformIDs(8, plats, &np));
+    for (cl_uint p = 0; p < np && !dev; p++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_GPU, 1, &dev, &nd) != CL_SUCCESS || !nd) dev = NULL;
+    }
+    if (!dev) {
+        fprintf(stderr, "%s: no GPU\n", who);
+        exit(1);
+    }
+    char name[256];
+    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
+    clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof *cus, cus, NULL);
+    printf("device: %s, %u compute units\n", name, *cus);
+    return dev;
+}
+#endif
 
 #endif

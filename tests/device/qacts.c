@@ -213,23 +213,8 @@ static void timeit(const char *what, cl_kernel k, size_t global, size_t local, c
 
 int main(void)
 {
-    cl_platform_id plats[8];
-    cl_uint np = 0;
-    CK(clGetPlatformIDs(8, plats, &np));
-    int found = 0;
-    for (cl_uint p = 0; p < np && !found; p++) {
-        cl_uint nd = 0;
-        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_GPU, 1, &dev, &nd) == CL_SUCCESS && nd) found = 1;
-    }
-    if (!found) {
-        fprintf(stderr, "qacts: no GPU\n");
-        return 1;
-    }
-    char name[256];
     cl_uint cus = 0;
-    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
-    printf("device: %s, %u compute units\n", name, cus);
+    dev = probe_gpu("qacts", &cus);
     cl_int err;
     ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     CK(err);

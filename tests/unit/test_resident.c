@@ -82,6 +82,16 @@ static void *down(bitnet_buffer *b, size_t bytes)
     return h;
 }
 
+/* The device's codes (tb bytes) and first scale are t2 and d. */
+static void same_codes_scale(bitnet_buffer *dt2, const uint8_t *t2, size_t tb, bitnet_buffer *dd, float d)
+{
+    uint8_t *g = down(dt2, tb);
+    float *gd = down(dd, sizeof d);
+    assert_memory_equal(g, t2, tb);
+    assert_memory_equal(gd, &d, sizeof d);
+    free(g), free(gd);
+}
+
 /* ---- the buffer calls themselves ----------------------------------------------- */
 
 static void test_buffer_basics(void **state)
@@ -257,22 +267,16 @@ static void test_quant_ops(void **state)
             assert_int_equal(bitnet_quantize_weights(be, w, rows, cols, BITNET_SCALE_TENSOR, 0, t2, &dt), BITNET_OK);
             assert_int_equal(bitnet_quantize_weights(be, D(dw), rows, cols, BITNET_SCALE_TENSOR, 0, D(dt2), D(dd)),
                              BITNET_OK);
-            uint8_t *tt2 = down(dt2, tb);
-            float *tdt = down(dd, sizeof dt);
-            assert_memory_equal(tt2, t2, tb);
-            assert_memory_equal(tdt, &dt, sizeof dt);
+            same_codes_scale(dt2, t2, tb, dd, dt);
             memcpy(wn, w, n * 4);
             wn[n / 2] = NAN;
             bitnet_buffer *dwn = up(be, wn, n * 4);
             assert_int_equal(bitnet_quantize_weights(be, D(dwn), rows, cols, BITNET_SCALE_TENSOR, 0, D(dt2), D(dd)),
                              BITNET_E_NUMERIC);
-            uint8_t *nt2 = down(dt2, tb);
-            float *ndt = down(dd, sizeof dt);
-            assert_memory_equal(nt2, t2, tb);
-            assert_memory_equal(ndt, &dt, sizeof dt);
+            same_codes_scale(dt2, t2, tb, dd, dt); /* as they were */
             unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
             bitnet_buffer_free(dwn);
-            free(wn), free(tt2), free(tdt), free(nt2), free(ndt);
+            free(wn);
         }
         /* activations */
         int8_t *q = malloc(n);

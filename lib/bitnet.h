@@ -568,7 +568,11 @@ bitnet_status bitnet_backend_sync(bitnet_backend *be);
 /* Weights, absmean: d = max((float)mean|W|, 1e-5f) per tensor/row/group;
  * q = clamp(rint(w * (1.0f/d)), -1, 1).  w is [rows x cols] f32; out is T2
  * (rows * bitnet_t2_row_bytes(cols) bytes); d gets the scales
- * (1, rows, or rows * ceil(cols/group)).  NaN/Inf -> BITNET_E_NUMERIC. */
+ * (1, rows, or rows * ceil(cols/group)).  NaN/Inf -> BITNET_E_NUMERIC:
+ * then out and d are as they were with one scale (every backend) and on
+ * OpenCL; with row or group scales the CPU may have written the rows it
+ * had done (it reads each row once, from the cache, for its sum and its
+ * codes). */
 bitnet_status bitnet_quantize_weights(bitnet_backend *be, const float *w, uint64_t rows, uint64_t cols,
                                       bitnet_scale_kind kind, uint32_t group, uint8_t *out_t2, float *d);
 bitnet_status bitnet_quantize_weights_ref(const float *w, uint64_t rows, uint64_t cols,

@@ -59,8 +59,6 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,11 +134,7 @@ static double ev_us(cl_event e)
 
 static void set_rd(cl_kernel k, cl_mem x, cl_mem out, cl_ulong n, cl_int rev, cl_ulong el_from)
 {
-    CK(clSetKernelArg(k, 0, sizeof x, &x));
-    CK(clSetKernelArg(k, 1, sizeof out, &out));
-    CK(clSetKernelArg(k, 2, sizeof n, &n));
-    CK(clSetKernelArg(k, 3, sizeof rev, &rev));
-    CK(clSetKernelArg(k, 4, sizeof el_from, &el_from));
+    args(k, 0, 5, A(x), A(out), A(n), A(rev), A(el_from));
 }
 
 int main(void)
@@ -175,9 +169,8 @@ int main(void)
         const float zero = 0.0f;
         CK(clEnqueueFillBuffer(q, spinb, &zero, sizeof zero, 0, 132 * 1024 * 4, 0, NULL, NULL));
         const int iters = 1000000;
-        CK(clSetKernelArg(ks, 0, sizeof spinb, &spinb));
-        CK(clSetKernelArg(ks, 1, sizeof iters, &iters));
-        CK(clSetKernelArg(kt, 0, sizeof tb, &tb));
+        args(ks, 0, 2, A(spinb), A(iters));
+        args(kt, 0, 1, A(tb));
         printf("kernel to kernel, one work-group each, in-order queue: no profiling %.2f us, "
                "profiling with an event on each %.2f us, profiling without events %.2f us, "
                "no profiling with an event on each %.2f us\n",
@@ -227,10 +220,8 @@ int main(void)
         }
         const int iters = 2000000;
         cl_uint zero = 0;
-        CK(clSetKernelArg(ks, 0, sizeof spinb, &spinb));
-        CK(clSetKernelArg(ks, 1, sizeof iters, &iters));
-        CK(clSetKernelArg(k1, 0, sizeof bb[0], &bb[0]));
-        CK(clSetKernelArg(k1, 1, sizeof zero, &zero));
+        args(ks, 0, 2, A(spinb), A(iters));
+        args(k1, 0, 2, A(bb[0]), A(zero));
         const size_t gs = 132 * 1024, ls = 256, one = 256;
         cl_kernel kk[2] = {k1, k8};
         double h[2][REPS];
@@ -259,9 +250,7 @@ int main(void)
     CK(clEnqueueFillBuffer(q, fa, &one, sizeof one, 0, flushb, 0, NULL, NULL));
     CK(clFinish(q));
     cl_ulong fn = flushb / 16;
-    CK(clSetKernelArg(kc, 0, sizeof fa, &fa));
-    CK(clSetKernelArg(kc, 1, sizeof fb, &fb));
-    CK(clSetKernelArg(kc, 2, sizeof fn, &fn));
+    args(kc, 0, 3, A(fa), A(fb), A(fn));
     const size_t mibs[] = {16, 24, 32, 40, 48, 64};
     /* first read: forward, evict_last on none / the last half / the last 3/4
      * (by iteration); second read: forward or reverse; with or without a

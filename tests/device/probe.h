@@ -2,12 +2,14 @@
  * probe.h - what the stand-alone GPU-machine probes of tests/device/
  * (latency.c, int8_input.c, mma_peak.c, qacts.c, between.c) share: a wall
  * clock, the median of a sample, CK, which exits with the call and line of
- * a failed OpenCL call, and probe_gpu, the first GPU.  Not part of the
+ * a failed OpenCL call, args, which sets a run of kernel arguments, and
+ * probe_gpu, the first GPU.  Not part of the
  * library or its tests.
  */
 #ifndef BITNET_PROBE_H
 #define BITNET_PROBE_H
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -42,6 +44,21 @@ static inline double median(double *v, int n)
     } while (0)
 
 #ifdef CL_VERSION_1_0 /* the probe included CL/cl.h first */
+/* Sets arguments first, first + 1, ... of k from n (size, pointer) pairs:
+ * args(k, 0, 2, A(buf), A(n)). */
+static inline void args(cl_kernel k, cl_uint first, int n, ...)
+{
+    va_list ap;
+    va_start(ap, n);
+    for (int i = 0; i < n; i++) {
+        const size_t size = va_arg(ap, size_t);
+        const void *p = va_arg(ap, const void *);
+        CK(clSetKernelArg(k, first + (cl_uint)i, size, p));
+    }
+    va_end(ap);
+}
+#define A(v) sizeof(v), (const void *)&(v)
+
 /* The first GPU of any platform, its name and compute units printed (who
  * names the probe in the message when there is none: exits). */
 static inline cl_device_id probe_gpu(const char *who, cl_uint *cus)

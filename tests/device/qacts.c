@@ -30,7 +30,6 @@
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -133,20 +132,6 @@ static const char *probe_src =
 static cl_context ctx;
 static cl_device_id dev;
 static cl_command_queue qp;
-
-/* Sets arguments first, first + 1, ... of k from n (size, pointer) pairs. */
-static void args(cl_kernel k, cl_uint first, int n, ...)
-{
-    va_list ap;
-    va_start(ap, n);
-    for (int i = 0; i < n; i++) {
-        const size_t size = va_arg(ap, size_t);
-        const void *p = va_arg(ap, const void *);
-        CK(clSetKernelArg(k, first + (cl_uint)i, size, p));
-    }
-    va_end(ap);
-}
-#define A(v) sizeof(v), (const void *)&(v)
 
 static char *slurp(const char *path)
 {

@@ -258,9 +258,9 @@ static void test_quant_ops(void **state)
         assert_int_equal(bitnet_dequantize_weights(be, D(dt2), rows, cols, BITNET_SCALE_ROW, 0, D(dd), D(dwq)), BITNET_OK);
         float *gwq = down(dwq, n * 4);
         assert_memory_equal(gwq, wq, n * 4);
-        /* weights, one scale, in both OpenCL layouts (the GPU one adds the
-         * sum and writes the scale on the device); a NaN fails the call and
-         * leaves the device outputs as they were */
+        /* weights, one scale, in both OpenCL layouts (the GPU one walks the
+         * tensor from its end); a NaN fails the call and leaves the device
+         * outputs as they were */
         for (int forced = 0; forced < 2; forced++) {
             if (forced) setenv("BITNET_OCL_FORCE_GPU_LAYOUT", "1", 1);
             float dt, *wn = malloc(n * 4);

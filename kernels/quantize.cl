@@ -551,6 +551,116 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     }
 }
 
+/* q_merge_gpu: the pieces of q_absum_gpu merged exactly on the device, so
+ * that q_pack_gpu follows q_absum_gpu with no host round trip (the second
+ * read of the weights then finds part of them in L2).  For each slice: the
+ * exact sum of its pieces (carry-save 32-bit limbs, integer: any order),
+ * rounded once to double as bn_xsum_to_double does (the top 64 bits with a
+ * sticky bit for the rest, one integer -> double conversion), then
+ * d = max((float)(sum / len), 1e-5f) and s = 1/d (in double, then rounded
+ * to float: the correctly rounded float quotient, since 53 >= 2 * 24 + 2),
+ * the host's bits.  One slice per work-item where slices have one piece,
+ * else one work-group (Q_MWG items) per slice, its items taking every
+ * Q_MWG-th piece and the limbs added in a tree through local memory.  When
+ * q_absum_gpu saw NaN or Inf (flag[0]) nothing goes to d and every s is NaN,
+ * which tells q_pack_gpu to write nothing either. */
+#ifndef Q_MWG
+#define Q_MWG 256 /* work-group size of q_merge_gpu where slices have several pieces (a power of two) */
+#endif
+
+/* acc += piece p (short form or carry-save limbs). */
+inline void qg_add_piece(ulong *acc, __global const ulong *p)
+{
+    if (p[Q_LIMBS - 1] == Q_SHORT) {
+        q_add_shifted(acc, p[0], (uint)p[2]);
+        q_add_shifted(acc, p[1], (uint)p[2] + 32u);
+    } else {
+        for (int k = 0; k < Q_LIMBS; k++) acc[k] += p[k];
+    }
+}
+
+/* Slice sl's d and s from its summed limbs (carry-save, units 2^-149). */
+inline void qg_finish(ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
+                      __global float *d, __global float *s)
+{
+    uint wd[Q_LIMBS + 2];
+    ulong c = 0;
+    int hi = -1;
+    for (int k = 0; k < Q_LIMBS; k++) {
+        const ulong x = acc[k] + c;
+        wd[k] = (uint)(x & 0xffffffffUL);
+        c = x >> 32;
+        if (wd[k]) hi = k;
+    }
+    wd[Q_LIMBS] = wd[Q_LIMBS + 1] = 0u;
+    double sum = 0.0;
+    if (hi >= 0) {
+        const int top = 32 * hi + 31 - (int)clz(wd[hi]); /* the highest set bit */
+        if (top < 64) {
+            sum = ldexp((double)((ulong)wd[0] | (ulong)wd[1] << 32), -149);
+        } else {
+            const int lo = top - 63, iw = lo >> 5;
+            const uint b = (uint)lo & 31u;
+            const ulong w01 = (ulong)wd[iw] | (ulong)wd[iw + 1] << 32;
+            ulong win = b ? (w01 >> b) | ((ulong)wd[iw + 2] << (64u - b)) : w01;
+            int sticky = b ? (wd[iw] & ((1u << b) - 1u)) != 0u : 0;
+            for (int k = 0; k < iw; k++) sticky |= wd[k] != 0u;
+            win |= (ulong)sticky;
+            sum = ldexp((double)win, lo - 149);
+        }
+    }
+    bn_size start, len;
+    q_slice(kind, sl, rows, cols, group, &start, &len);
+    float dv = len ? (float)(sum / (double)len) : 0.0f;
+    if (dv < 1e-5f) dv = 1e-5f;
+    d[sl] = dv;
+    s[sl] = (float)(1.0 / (double)dv);
+}
+
+__kernel void q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, bn_size rows,
+                          bn_size cols, bn_size group, __global const uint *flag, __global float *d,
+                          __global float *s)
+{
+    __local ulong red[Q_LIMBS * Q_MWG];
+    const int bad = flag[0] != 0u;
+    ulong acc[Q_LIMBS];
+    if (pieces == 1) { /* a slice per work-item */
+        const bn_size sl = get_global_id(0);
+        if (sl >= nsc) return;
+        if (bad) {
+            s[sl] = as_float(0x7fc00000u);
+            return;
+        }
+        for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
+        qg_add_piece(acc, part + sl * Q_LIMBS);
+        qg_finish(acc, kind, sl, rows, cols, group, d, s);
+        return;
+    }
+    const uint lid = get_local_id(0);
+    for (bn_size sl = get_group_id(0); sl < nsc; sl += get_num_groups(0)) {
+        if (bad) {
+            if (lid == 0) s[sl] = as_float(0x7fc00000u);
+            continue;
+        }
+        for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
+        for (bn_size i = lid; i < pieces; i += Q_MWG) qg_add_piece(acc, part + (sl * pieces + i) * Q_LIMBS);
+        for (int k = 0; k < Q_LIMBS; k++) red[k * Q_MWG + lid] = acc[k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (uint t = Q_MWG / 2; t > 0; t >>= 1) { /* all limbs at once: Q_LIMBS * t adds a level */
+            for (uint j = lid; j < Q_LIMBS * t; j += Q_MWG) {
+                const uint k = j / t, i = j - k * t;
+                red[k * Q_MWG + i] += red[k * Q_MWG + i + t];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+        if (lid == 0) {
+            for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k * Q_MWG];
+            qg_finish(acc, kind, sl, rows, cols, group, d, s);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* red is free for the next slice */
+    }
+}
+
 /* q_pack_gpu: work-item (i, r) writes word i of row r's T2 bytes: bytes
  * 4j'..4j'+3 (j' = i % 8) of block i / 8 hold columns 128 blk + 32 k + 4 j' + t
  * for k = 0..3, t = 0..3: four float4 loads (consecutive work-items read
@@ -566,6 +676,7 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
     const bn_size c0 = (i >> 3) * 128 + (i & 7) * 4;
     __global const float *wr = w + r * cols;
     __global const float *sc = s + r * sr;
+    if (isnan(sc[0])) return; /* q_merge_gpu: the weights hold NaN or Inf, nothing is written */
     uint v = 0;
     for (uint k = 0; k < 4; k++) {
         const bn_size c = c0 + 32 * k, sb = (i >> 3) * 4 + k;

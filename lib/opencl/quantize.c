@@ -2,10 +2,12 @@
  * quantize.c - host code of the quantization family on OpenCL
  * (kernels/quantize.cl).  Weights: q_absum gives exact partial sums of |w|
  * per piece; the host merges them with the same bn_xsum arithmetic as the
- * CPU, rounds once, computes d and s = 1/d (so no device division is
- * trusted), uploads s, and q_pack writes T2 (GPUs: q_absum_gpu and
- * q_pack_gpu, see "layout choice" below).  Activations and
- * dequantization are one kernel each.  Results are bit-identical to the CPU.
+ * CPU, rounds once, computes d and s = 1/d, uploads s, and q_pack writes T2.
+ * GPUs (see "layout choice" below) take q_absum_gpu, q_merge_gpu (the same
+ * exact merge and rounding on the device, d and s from correctly rounded
+ * double division) and q_pack_gpu, enqueued back to back: the host waits
+ * once, at the end.  Activations and dequantization are one kernel each.
+ * Results are bit-identical to the CPU.
  */
 #include "ocl.h"
 
@@ -175,6 +177,8 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * words at work-groups of 128, 256 and 512, two rounds). */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
+#define Q_MWG 256         /* q_merge_gpu's work-group where slices have several pieces (the kernel's default) */
+#define Q_MERGE_GROUPS 65536 /* at most this many work-groups of it (it loops over slices) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */
 
 typedef struct {
@@ -249,6 +253,55 @@ static void gpu_absum_grid(const bn_ocl *o, const gpu_tune *t, uint64_t nsc, uin
     g->groups = (size_t)((g->nseg + per_group - 1) / per_group);
 }
 
+/* q_merge_gpu (kernels/quantize.cl): the slices' d and s = 1/d from the
+ * pieces, on the device; a slice per work-item where slices have one piece,
+ * else a work-group of Q_MWG items per slice. */
+static bitnet_status gpu_merge(bn_ocl *o, const gpu_tune *t, cl_mem bpart, uint64_t nsc, uint64_t pieces, cl_uint ckind,
+                               cl_ulong crows, cl_ulong ccols, cl_ulong cgroup, cl_mem bflag, cl_mem bd, cl_mem bs)
+{
+    cl_kernel k;
+    bitnet_status st = bn_ocl_kernel(o, "quantize", "q_merge_gpu", t->opts, &k);
+    if (st) return st;
+    const cl_ulong cnsc = nsc, cpieces = pieces;
+    if ((st = bn_ocl_args(o, k, 10, sizeof bpart, &bpart, sizeof cnsc, &cnsc, sizeof cpieces, &cpieces, sizeof ckind,
+                          &ckind, sizeof crows, &crows, sizeof ccols, &ccols, sizeof cgroup, &cgroup, sizeof bflag,
+                          &bflag, sizeof bd, &bd, sizeof bs, &bs)))
+        return st;
+    size_t global, local;
+    if (pieces == 1) {
+        const size_t kwg = bn_ocl_kernel_wg(o, k);
+        local = kwg < 64 ? kwg : 64;
+        global = round_up((size_t)nsc, local);
+    } else {
+        if (bn_ocl_kernel_wg(o, k) < Q_MWG)
+            return bn_fail(BITNET_E_DEVICE, "quantize_weights: the device takes work-groups of %zu < %d",
+                           bn_ocl_kernel_wg(o, k), Q_MWG);
+        local = Q_MWG;
+        global = (size_t)(nsc < Q_MERGE_GROUPS ? nsc : Q_MERGE_GROUPS) * local; /* the kernel loops over slices */
+    }
+    return bn_ocl_run(o, k, 1, &global, &local, "quantize_weights");
+}
+
+/* q_pack_gpu: one uint (4 T2 bytes) per work-item, a row per grid row. */
+static bitnet_status gpu_pack(bn_ocl *o, const gpu_tune *t, cl_kernel kp, cl_mem bw, bitnet_scale_kind kind,
+                              uint32_t group, uint64_t cols, uint64_t rows, cl_mem bs, cl_mem bt2)
+{
+    cl_ulong nb = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK, sr, g, ccols = cols;
+    scale_layout(kind, group, cols, &sr, &g);
+    cl_ulong nw = nb * 8, last = 0;
+    cl_uint gshift = 0;
+    if (kind == BITNET_SCALE_GROUP) {
+        gshift = bn_quant_gshift(kind, group);
+        last = ((cols - 1) / 32) >> gshift;
+    }
+    bitnet_status st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof ccols, &ccols, sizeof nw, &nw, sizeof sr, &sr,
+                                   sizeof gshift, &gshift, sizeof last, &last, sizeof bs, &bs, sizeof bt2, &bt2);
+    if (st) return st;
+    size_t kwg = bn_ocl_kernel_wg(o, kp), l2[2] = {t->pack_wg < kwg ? t->pack_wg : kwg, 1};
+    size_t g2[2] = {round_up((size_t)nw, l2[0]), (size_t)rows};
+    return bn_ocl_run(o, kp, 2, g2, l2, "quantize_weights");
+}
+
 bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols, bitnet_scale_kind kind,
                                       uint32_t group, uint8_t *out_t2, float *d)
 {
@@ -299,12 +352,13 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     }
     const uint64_t groups = nsc * pieces;
     const size_t rb = bitnet_t2_row_bytes(cols), tbytes = (size_t)(rows * rb);
-    uint64_t *part = malloc((size_t)groups * Q_LIMBS * sizeof *part);
-    float *s = malloc((size_t)nsc * sizeof *s), *dh = malloc((size_t)nsc * sizeof *dh);
+    /* the host's merge (CPU layout): the pieces, and the scales it uploads */
+    uint64_t *part = gpu ? NULL : malloc((size_t)groups * Q_LIMBS * sizeof *part);
+    float *s = gpu ? NULL : malloc((size_t)nsc * sizeof *s), *dh = gpu ? NULL : malloc((size_t)nsc * sizeof *dh);
     bufs b = {o, {0}, 0};
     bn_ocl_arg aw = {0}, at2 = {0}, ad = {0};
     cl_mem bw = NULL, bpart, bflag, bs, bt2 = NULL;
-    if (!part || !s || !dh) {
+    if (!gpu && (!part || !s || !dh)) {
         st = bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
         goto out;
     }
@@ -332,6 +386,19 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         local = Q_WG;
     }
     if (st || (st = bn_ocl_run(o, ka, 1, &global, &local, "quantize_weights"))) goto out;
+    if (gpu) { /* merged on the device: no host round trip before q_pack_gpu */
+        st = gpu_merge(o, &tune, bpart, nsc, pieces, ckind, crows, ccols, cgroup, bflag, ad.m, bs);
+        if (st) goto out;
+        st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2);
+        cl_uint flag;
+        if (st || (st = read_flag(o, bflag, &flag))) goto out;
+        if (flag) {
+            st = nonfinite("quantize_weights", w, cols, n);
+            goto out;
+        }
+        st = bn_ocl_done(o, &ad, st);
+        goto codes;
+    }
     cl_uint flag;
     if ((st = read_flag(o, bflag, &flag))) goto out;
     if (flag) {
@@ -354,34 +421,20 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     if (st) goto out;
     cl_ulong nb = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK, sr, g;
     scale_layout(kind, group, cols, &sr, &g);
-    if (gpu) {
-        cl_ulong nw = nb * 8, last = 0;
-        cl_uint gshift = 0;
-        if (kind == BITNET_SCALE_GROUP) {
-            gshift = bn_quant_gshift(kind, group);
-            last = ((cols - 1) / 32) >> gshift;
-        }
-        if ((st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof ccols, &ccols, sizeof nw, &nw, sizeof sr, &sr,
-                              sizeof gshift, &gshift, sizeof last, &last, sizeof bs, &bs, sizeof bt2, &bt2)))
-            goto out;
-        size_t kwg = bn_ocl_kernel_wg(o, kp), l2[2] = {tune.pack_wg < kwg ? tune.pack_wg : kwg, 1};
-        size_t g2[2] = {round_up((size_t)nw, l2[0]), (size_t)rows};
-        if ((st = bn_ocl_run(o, kp, 2, g2, l2, "quantize_weights"))) goto out;
-    } else {
-        if ((st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof crows, &crows, sizeof ccols, &ccols, sizeof nb, &nb,
-                              sizeof sr, &sr, sizeof g, &g, sizeof bs, &bs, sizeof bt2, &bt2)))
-            goto out;
-        local = 256 < bn_ocl_kernel_wg(o, kp) ? 256 : bn_ocl_kernel_wg(o, kp);
-        global = round_up(tbytes, local);
-        if ((st = bn_ocl_run(o, kp, 1, &global, &local, "quantize_weights"))) goto out;
-    }
+    if ((st = bn_ocl_args(o, kp, 8, sizeof bw, &bw, sizeof crows, &crows, sizeof ccols, &ccols, sizeof nb, &nb,
+                          sizeof sr, &sr, sizeof g, &g, sizeof bs, &bs, sizeof bt2, &bt2)))
+        goto out;
+    local = 256 < bn_ocl_kernel_wg(o, kp) ? 256 : bn_ocl_kernel_wg(o, kp);
+    global = round_up(tbytes, local);
+    if ((st = bn_ocl_run(o, kp, 1, &global, &local, "quantize_weights"))) goto out;
+codes:
     if (!bn_ocl_resident(&at2)) {
         st = bn_ocl_done(o, &at2, st);
         if (!st && bn_test_perturb("quantize_weights")) out_t2[0] ^= 0x01;
     }
 out:
     st = bn_ocl_done(o, &at2, st);
-    ad.host = NULL; /* d was written above */
+    ad.host = NULL; /* written above, or not to be written (an error) */
     st = bn_ocl_done(o, &ad, st);
     st = bn_ocl_done(o, &aw, st);
     release_all(&b);

@@ -561,26 +561,36 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
  * to float: the correctly rounded float quotient, since 53 >= 2 * 24 + 2),
  * the host's bits.  One slice per work-item where slices have one piece,
  * else one work-group (Q_MWG items) per slice, its items taking every
- * Q_MWG-th piece and the limbs added in a tree through local memory.  When
+ * Q_MWG-th piece and the limbs added in three levels through local memory.  When
  * q_absum_gpu saw NaN or Inf (flag[0]) nothing goes to d and every s is NaN,
  * which tells q_pack_gpu to write nothing either. */
 #ifndef Q_MWG
-#define Q_MWG 256 /* work-group size of q_merge_gpu where slices have several pieces (a power of two) */
+#define Q_MWG 256 /* work-group size of q_merge_gpu (a multiple of QG_MSPLIT, at least QG_MSPLIT * Q_LIMBS) */
+#endif
+#define QG_MSPLIT 16 /* the second level of q_merge_gpu's sums: Q_MWG / QG_MSPLIT items' limbs each */
+#if Q_MWG % QG_MSPLIT != 0 || Q_MWG < QG_MSPLIT * Q_LIMBS
+#error "q_merge_gpu: Q_MWG must be a multiple of QG_MSPLIT and at least QG_MSPLIT * Q_LIMBS"
 #endif
 
-/* acc += piece p (short form or carry-save limbs). */
+/* acc += piece p (short form or carry-save limbs), every word loaded at
+ * once and the limbs kept in registers (no indexing by the exponent). */
 inline void qg_add_piece(ulong *acc, __global const ulong *p)
 {
-    if (p[Q_LIMBS - 1] == Q_SHORT) {
-        q_add_shifted(acc, p[0], (uint)p[2]);
-        q_add_shifted(acc, p[1], (uint)p[2] + 32u);
+    ulong v[Q_LIMBS];
+    for (int k = 0; k < Q_LIMBS; k++) v[k] = p[k];
+    if (v[Q_LIMBS - 1] == Q_SHORT) { /* v0 + v1 2^32 at 2^e: three 32-bit words from limb e / 32 */
+        const uint e = (uint)v[2], i = e >> 5, b = e & 31u;
+        const ulong x = v[0] | v[1] << 32;
+        const ulong w0 = (x << b) & 0xffffffffUL, w1 = (b ? x >> (32u - b) : x >> 32) & 0xffffffffUL;
+        const ulong w2 = b ? x >> (64u - b) : 0UL;
+        for (uint k = 0; k < Q_LIMBS; k++) acc[k] += k == i ? w0 : k == i + 1u ? w1 : k == i + 2u ? w2 : 0UL;
     } else {
-        for (int k = 0; k < Q_LIMBS; k++) acc[k] += p[k];
+        for (int k = 0; k < Q_LIMBS; k++) acc[k] += v[k];
     }
 }
 
 /* Slice sl's d and s from its summed limbs (carry-save, units 2^-149). */
-inline void qg_finish(ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
+inline void qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
                       __global float *d, __global float *s)
 {
     uint wd[Q_LIMBS + 2];
@@ -614,14 +624,14 @@ inline void qg_finish(ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size c
     float dv = len ? (float)(sum / (double)len) : 0.0f;
     if (dv < 1e-5f) dv = 1e-5f;
     d[sl] = dv;
-    s[sl] = (float)(1.0 / (double)dv);
+    s[sl] = 1.0f / dv; /* correctly rounded: the program is built with -cl-fp32-correctly-rounded-divide-sqrt */
 }
 
-__kernel void q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, bn_size rows,
-                          bn_size cols, bn_size group, __global const uint *flag, __global float *d,
-                          __global float *s)
+__kernel __attribute__((reqd_work_group_size(Q_MWG, 1, 1))) void
+q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, bn_size rows, bn_size cols,
+            bn_size group, __global const uint *flag, __global float *d, __global float *s)
 {
-    __local ulong red[Q_LIMBS * Q_MWG];
+    __local ulong red[Q_LIMBS * Q_MWG], red2[Q_LIMBS * QG_MSPLIT];
     const int bad = flag[0] != 0u;
     ulong acc[Q_LIMBS];
     if (pieces == 1) { /* a slice per work-item */
@@ -636,6 +646,9 @@ __kernel void q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size piece
         qg_finish(acc, kind, sl, rows, cols, group, d, s);
         return;
     }
+    /* a work-group per slice: each item's pieces, then the limbs added in
+     * three levels through local memory (few barriers and no long serial
+     * loop: the kernel is bound by latency, not by the adds) */
     const uint lid = get_local_id(0);
     for (bn_size sl = get_group_id(0); sl < nsc; sl += get_num_groups(0)) {
         if (bad) {
@@ -646,18 +659,26 @@ __kernel void q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size piece
         for (bn_size i = lid; i < pieces; i += Q_MWG) qg_add_piece(acc, part + (sl * pieces + i) * Q_LIMBS);
         for (int k = 0; k < Q_LIMBS; k++) red[k * Q_MWG + lid] = acc[k];
         barrier(CLK_LOCAL_MEM_FENCE);
-        for (uint t = Q_MWG / 2; t > 0; t >>= 1) { /* all limbs at once: Q_LIMBS * t adds a level */
-            for (uint j = lid; j < Q_LIMBS * t; j += Q_MWG) {
-                const uint k = j / t, i = j - k * t;
-                red[k * Q_MWG + i] += red[k * Q_MWG + i + t];
-            }
-            barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < Q_LIMBS * QG_MSPLIT) { /* limb lid / QG_MSPLIT of Q_MWG / QG_MSPLIT items */
+            __local const ulong *r = red + (lid / QG_MSPLIT) * Q_MWG + (lid % QG_MSPLIT) * (Q_MWG / QG_MSPLIT);
+            ulong t = 0;
+#pragma unroll
+            for (uint j = 0; j < Q_MWG / QG_MSPLIT; j++) t += r[j];
+            red2[lid] = t;
         }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < Q_LIMBS) { /* limb lid of every item */
+            ulong t = 0;
+#pragma unroll
+            for (uint q = 0; q < QG_MSPLIT; q++) t += red2[lid * QG_MSPLIT + q];
+            red[lid] = t;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
         if (lid == 0) {
-            for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k * Q_MWG];
+            for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k];
             qg_finish(acc, kind, sl, rows, cols, group, d, s);
         }
-        barrier(CLK_LOCAL_MEM_FENCE); /* red is free for the next slice */
+        barrier(CLK_LOCAL_MEM_FENCE); /* red and red2 are free for the next slice */
     }
 }
 

@@ -572,7 +572,9 @@ bitnet_status bitnet_backend_sync(bitnet_backend *be);
  * then out and d are as they were with one scale (every backend) and on
  * OpenCL; with row or group scales the CPU may have written the rows it
  * had done (it reads each row once, from the cache, for its sum and its
- * codes). */
+ * codes).  On an OpenCL GPU whose out and d are both device buffers the
+ * call returns once enqueued, and the next wait reports the error (see
+ * bitnet_buffer). */
 bitnet_status bitnet_quantize_weights(bitnet_backend *be, const float *w, uint64_t rows, uint64_t cols,
                                       bitnet_scale_kind kind, uint32_t group, uint8_t *out_t2, float *d);
 bitnet_status bitnet_quantize_weights_ref(const float *w, uint64_t rows, uint64_t cols,

@@ -95,6 +95,9 @@ bitnet_status bn_ocl_fill0(bn_ocl *o, cl_mem m, size_t bytes);
 int bn_ocl_is_host(const bn_ocl *o, const void *p, size_t bytes);
 /* 1 when the operand is device memory of a bitnet_buffer (an output there is not downloaded). */
 int bn_ocl_resident(const bn_ocl_arg *a);
+/* 1 when the kernel writes such an operand in place (not through a copy
+ * made when the op is finished). */
+int bn_ocl_in_place(const bn_ocl_arg *a);
 /* Finishes an operand when st is BITNET_OK (an output: copied into its
  * buffer or downloaded to the host) and releases what it took; returns st,
  * or the error of finishing it.  Safe on a zeroed arg. */

@@ -107,6 +107,7 @@ bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a)
 }
 
 int bn_ocl_resident(const bn_ocl_arg *a) { return a->kind == ARG_DEV || a->kind == ARG_SUB || a->kind == ARG_COPY; }
+int bn_ocl_in_place(const bn_ocl_arg *a) { return a->kind == ARG_DEV || a->kind == ARG_SUB; }
 
 bitnet_status bn_ocl_done(bn_ocl *o, bn_ocl_arg *a, bitnet_status st)
 {

@@ -4,9 +4,10 @@
  * per piece; the host merges them with the same bn_xsum arithmetic as the
  * CPU, rounds once, computes d and s = 1/d, uploads s, and q_pack writes T2.
  * GPUs (see "layout choice" below) take q_absum_gpu, q_merge_gpu (the same
- * exact merge and rounding on the device, d and s from correctly rounded
- * double division) and q_pack_gpu, enqueued back to back: the host waits
- * once, at the end.  Activations and dequantization are one kernel each.
+ * exact merge and rounding on the device) and q_pack_gpu, enqueued back to
+ * back: the host waits once, at the end, or not at all when both outputs
+ * are device buffers written in place (the NaN flag is then read at the
+ * next wait).  Activations and dequantization are one kernel each.
  * Results are bit-identical to the CPU.
  */
 #include "ocl.h"
@@ -169,6 +170,23 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * 4097x4099 52.9-55.1 / 57.1-59.0, 1024x4096 23.3-25.3 / 27.1-28.2.  Where
  * the last work-group's 7-8 us go was not found (a merge kernel of its own
  * would tell).
+ * Since 2026-12-02 the merge is a kernel of its own (q_merge_gpu) and the
+ * host does not wait between the passes.  H200, one call, two alternating
+ * rounds against the host merge (e56fba8), medians in us, old / new:
+ * kernel times (profiled, the three kernels added) per tensor 4096x4096
+ * 50.3-50.7 / 54.6-55.1, 14336x4096 157.8-160.8 / 164.5-164.8, 4097x4099
+ * 53.0-54.3 / 58.0-58.3; row scales 73.0-74.7 / 74.9-75.1, 204.6-207.6 /
+ * 210.3-210.6, 89.5-90.6 / 92.5-92.6.  By tests/device/cltrace.c
+ * q_merge_gpu takes 8.3-8.5 us per tensor (528 pieces; 5.9 with row scales,
+ * a slice per item) and q_pack_gpu gains 2-3 us (25.4 -> 22.2 at
+ * 4096x4096: part of the weights is still in L2); a merge with its limbs
+ * added in a tree of 8 levels, its pieces loaded one word at a time,
+ * took the same 8.5 us.  The caller's view, weights, codes and scales in
+ * device buffers and the scales read back each call (`bitnet-bench
+ * --resident --timer e2e`), three alternating rounds: per tensor 4096x4096
+ * 109.1-117.8 / 79.9-80.7, 14336x4096 228.0-232.3 / 187.0-189.3; row
+ * scales 239.5-246.3 / 98.0-101.3 and 634.5-668.2 / 235.5-240.7.  Kept for
+ * the caller's view.
  * Also tried then and not kept: q_pack_gpu as one wave of work-groups
  * whose items loop over rows (4096x4096 31.2 against 26.2 us a call), and
  * its codes from vector comparisons (27.9 against 26.1), two or four words
@@ -209,11 +227,16 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
 }
 
 /* The GPU layout's build options: per-tensor slices (long) walked by the
- * whole grid from the end (Q_ABSUM_DESC; measured above). */
+ * whole grid from the end (Q_ABSUM_DESC; measured above).  q_merge_gpu's
+ * 1/d must be the correctly rounded quotient, which NVIDIA's default float
+ * division is not: on an H200, built without the option and with 1/d
+ * written (float)(1.0 / (double)d), one row scale of 14336 at 14336x4096
+ * came out a unit apart (the compiler may narrow that to a float
+ * division); with the option every row matched, in every run. */
 static void gpu_opts(gpu_tune *t, bitnet_scale_kind kind)
 {
-    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d", Q_OPTS, t->gwg,
-             kind == BITNET_SCALE_TENSOR);
+    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d -cl-fp32-correctly-rounded-divide-sqrt",
+             Q_OPTS, t->gwg, kind == BITNET_SCALE_TENSOR);
 }
 
 static uint64_t pow2_ceil(uint64_t v)
@@ -267,18 +290,12 @@ static bitnet_status gpu_merge(bn_ocl *o, const gpu_tune *t, cl_mem bpart, uint6
                           &ckind, sizeof crows, &crows, sizeof ccols, &ccols, sizeof cgroup, &cgroup, sizeof bflag,
                           &bflag, sizeof bd, &bd, sizeof bs, &bs)))
         return st;
-    size_t global, local;
-    if (pieces == 1) {
-        const size_t kwg = bn_ocl_kernel_wg(o, k);
-        local = kwg < 64 ? kwg : 64;
-        global = round_up((size_t)nsc, local);
-    } else {
-        if (bn_ocl_kernel_wg(o, k) < Q_MWG)
-            return bn_fail(BITNET_E_DEVICE, "quantize_weights: the device takes work-groups of %zu < %d",
-                           bn_ocl_kernel_wg(o, k), Q_MWG);
-        local = Q_MWG;
-        global = (size_t)(nsc < Q_MERGE_GROUPS ? nsc : Q_MERGE_GROUPS) * local; /* the kernel loops over slices */
-    }
+    if (bn_ocl_kernel_wg(o, k) < Q_MWG)
+        return bn_fail(BITNET_E_DEVICE, "quantize_weights: the device takes work-groups of %zu < %d",
+                       bn_ocl_kernel_wg(o, k), Q_MWG);
+    const size_t local = Q_MWG; /* the kernel loops over slices past Q_MERGE_GROUPS work-groups */
+    const size_t global = pieces == 1 ? round_up((size_t)nsc, local)
+                                      : (size_t)(nsc < Q_MERGE_GROUPS ? nsc : Q_MERGE_GROUPS) * local;
     return bn_ocl_run(o, k, 1, &global, &local, "quantize_weights");
 }
 
@@ -357,13 +374,13 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     float *s = gpu ? NULL : malloc((size_t)nsc * sizeof *s), *dh = gpu ? NULL : malloc((size_t)nsc * sizeof *dh);
     bufs b = {o, {0}, 0};
     bn_ocl_arg aw = {0}, at2 = {0}, ad = {0};
-    cl_mem bw = NULL, bpart, bflag, bs, bt2 = NULL;
+    cl_mem bw = NULL, bpart, bflag = NULL, bs, bt2 = NULL;
     if (!gpu && (!part || !s || !dh)) {
         st = bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
         goto out;
     }
     if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
-        (st = take(&b, 4, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) || (st = bn_ocl_out(o, out_t2, tbytes, &at2)) ||
+        (st = bn_ocl_flag_get(o, 1, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) || (st = bn_ocl_out(o, out_t2, tbytes, &at2)) ||
         (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
         goto out;
     bw = aw.m;
@@ -389,9 +406,14 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     if (gpu) { /* merged on the device: no host round trip before q_pack_gpu */
         st = gpu_merge(o, &tune, bpart, nsc, pieces, ckind, crows, ccols, cgroup, bflag, ad.m, bs);
         if (st) goto out;
-        st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2);
+        if ((st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2))) goto out;
+        if (bn_ocl_in_place(&at2) && bn_ocl_in_place(&ad)) { /* no wait: the flag is read at the next one */
+            st = bn_ocl_defer_check(o, bflag, "quantize_weights: input holds NaN or Inf");
+            if (!st) bflag = NULL; /* the check owns the flag now */
+            goto out;
+        }
         cl_uint flag;
-        if (st || (st = read_flag(o, bflag, &flag))) goto out;
+        if ((st = read_flag(o, bflag, &flag))) goto out;
         if (flag) {
             st = nonfinite("quantize_weights", w, cols, n);
             goto out;
@@ -437,6 +459,7 @@ out:
     ad.host = NULL; /* written above, or not to be written (an error) */
     st = bn_ocl_done(o, &ad, st);
     st = bn_ocl_done(o, &aw, st);
+    bn_ocl_flag_put(o, bflag);
     release_all(&b);
     free(dh);
     free(part);

@@ -259,8 +259,12 @@ static void test_quant_ops(void **state)
         float *gwq = down(dwq, n * 4);
         assert_memory_equal(gwq, wq, n * 4);
         /* weights, one scale, in both OpenCL layouts (the GPU one walks the
-         * tensor from its end); a NaN fails the call and leaves the device
-         * outputs as they were */
+         * tensor from its end and merges its sums on the device); a NaN
+         * fails the call, or (device outputs, GPU layout: nothing waits)
+         * the next wait, and leaves the device outputs as they were, also
+         * where they sit at an offset that the kernels cannot write in
+         * place (written through a copy) */
+        bitnet_buffer *ot2 = mk(be, tb + 1), *od = mk(be, 2 * sizeof(float));
         for (int forced = 0; forced < 2; forced++) {
             if (forced) setenv("BITNET_OCL_FORCE_GPU_LAYOUT", "1", 1);
             float dt, *wn = malloc(n * 4);
@@ -268,16 +272,36 @@ static void test_quant_ops(void **state)
             assert_int_equal(bitnet_quantize_weights(be, D(dw), rows, cols, BITNET_SCALE_TENSOR, 0, D(dt2), D(dd)),
                              BITNET_OK);
             same_codes_scale(dt2, t2, tb, dd, dt);
+            uint8_t *at2 = (uint8_t *)D(ot2) + 1;
+            float *ad = (float *)D(od) + 1;
+            assert_int_equal(bitnet_quantize_weights(be, D(dw), rows, cols, BITNET_SCALE_TENSOR, 0, at2, ad), BITNET_OK);
+            uint8_t *g = down(ot2, tb + 1);
+            float *god = down(od, 2 * sizeof(float));
+            assert_memory_equal(g + 1, t2, tb);
+            assert_memory_equal(god + 1, &dt, sizeof dt);
             memcpy(wn, w, n * 4);
             wn[n / 2] = NAN;
             bitnet_buffer *dwn = up(be, wn, n * 4);
-            assert_int_equal(bitnet_quantize_weights(be, D(dwn), rows, cols, BITNET_SCALE_TENSOR, 0, D(dt2), D(dd)),
-                             BITNET_E_NUMERIC);
+            for (int off = 0; off < 2; off++) {
+                const bitnet_status qs =
+                    off ? bitnet_quantize_weights(be, D(dwn), rows, cols, BITNET_SCALE_TENSOR, 0, at2, ad)
+                        : bitnet_quantize_weights(be, D(dwn), rows, cols, BITNET_SCALE_TENSOR, 0, D(dt2), D(dd));
+                if (qs == BITNET_OK) assert_int_equal(bitnet_backend_sync(be), BITNET_E_NUMERIC);
+                else assert_int_equal(qs, BITNET_E_NUMERIC);
+                assert_non_null(strstr(bitnet_error_detail(), "NaN"));
+                assert_int_equal(bitnet_backend_sync(be), BITNET_OK); /* told once */
+            }
             same_codes_scale(dt2, t2, tb, dd, dt); /* as they were */
+            uint8_t *g2 = down(ot2, tb + 1);
+            float *gd2 = down(od, 2 * sizeof(float));
+            assert_memory_equal(g2, g, tb + 1);
+            assert_memory_equal(gd2, god, 2 * sizeof(float));
             unsetenv("BITNET_OCL_FORCE_GPU_LAYOUT");
             bitnet_buffer_free(dwn);
-            free(wn);
+            free(wn), free(g), free(god), free(g2), free(gd2);
         }
+        bitnet_buffer_free(ot2);
+        bitnet_buffer_free(od);
         /* activations */
         int8_t *q = malloc(n);
         float s[5];

@@ -83,6 +83,23 @@ static bitnet_status nonfinite(const char *op, const float *x, uint64_t cols, ui
     return bn_quant_nonfinite(op, x, cols, first_bad_float(x, n));
 }
 
+/* An op's NaN/Inf flag once its kernels are enqueued: with defer (every
+ * output a device buffer) left to the next wait, which reports `what` (the
+ * check then owns the flag: *flag becomes NULL); else read now, and when
+ * set, the op's error (with the position when x is host memory). */
+static bitnet_status nan_flag(bn_ocl *o, cl_mem *flag, int defer, const char *what, const char *op, const float *x,
+                              uint64_t cols, uint64_t n)
+{
+    if (defer) {
+        bitnet_status st = bn_ocl_defer_check(o, *flag, what);
+        if (!st) *flag = NULL;
+        return st;
+    }
+    cl_uint v;
+    bitnet_status st = read_flag(o, *flag, &v);
+    return st ? st : v ? nonfinite(op, x, cols, n) : BITNET_OK;
+}
+
 /* The exact sum of one slice from its pieces, rounded once to double. */
 static double merge_pieces(const uint64_t *part, uint64_t pieces)
 {
@@ -195,7 +212,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * words at work-groups of 128, 256 and 512, two rounds). */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
-#define Q_MWG 256         /* q_merge_gpu's work-group where slices have several pieces (the kernel's default) */
+#define Q_MWG 256 /* q_merge_gpu's work-group (its reqd_work_group_size: the kernel's default) */
 #define Q_MERGE_GROUPS 65536 /* at most this many work-groups of it (it loops over slices) */
 #define Q_PER_ITEM 256 /* at most this many |w| per work-item and pass: the double stays exact to spans of 20 binades */
 
@@ -380,8 +397,8 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         goto out;
     }
     if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
-        (st = bn_ocl_flag_get(o, 1, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) || (st = bn_ocl_out(o, out_t2, tbytes, &at2)) ||
-        (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
+        (st = bn_ocl_flag_get(o, 1, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) ||
+        (st = bn_ocl_out(o, out_t2, tbytes, &at2)) || (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
         goto out;
     bw = aw.m;
     bt2 = at2.m;
@@ -407,26 +424,17 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         st = gpu_merge(o, &tune, bpart, nsc, pieces, ckind, crows, ccols, cgroup, bflag, ad.m, bs);
         if (st) goto out;
         if ((st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2))) goto out;
-        if (bn_ocl_in_place(&at2) && bn_ocl_in_place(&ad)) { /* no wait: the flag is read at the next one */
-            st = bn_ocl_defer_check(o, bflag, "quantize_weights: input holds NaN or Inf");
-            if (!st) bflag = NULL; /* the check owns the flag now */
+        /* outputs written in place on the device: no wait (one written
+         * through a copy would take it even after a NaN) */
+        const int defer = bn_ocl_in_place(&at2) && bn_ocl_in_place(&ad);
+        if ((st = nan_flag(o, &bflag, defer, "quantize_weights: input holds NaN or Inf", "quantize_weights", w, cols,
+                           n)) ||
+            defer)
             goto out;
-        }
-        cl_uint flag;
-        if ((st = read_flag(o, bflag, &flag))) goto out;
-        if (flag) {
-            st = nonfinite("quantize_weights", w, cols, n);
-            goto out;
-        }
         st = bn_ocl_done(o, &ad, st);
         goto codes;
     }
-    cl_uint flag;
-    if ((st = read_flag(o, bflag, &flag))) goto out;
-    if (flag) {
-        st = nonfinite("quantize_weights", w, cols, n);
-        goto out;
-    }
+    if ((st = nan_flag(o, &bflag, 0, NULL, "quantize_weights", w, cols, n))) goto out;
     if ((st = bn_ocl_download(o, bpart, 0, part, (size_t)groups * Q_LIMBS * 8))) goto out;
     for (uint64_t sl = 0; sl < nsc; sl++) {
         uint64_t len = slice;
@@ -490,17 +498,9 @@ bitnet_status bn_ocl_quantize_acts(void *ctx, const float *x, uint64_t rows, uin
         goto out;
     size_t global = (size_t)rows * Q_WG, local = Q_WG;
     if ((st = bn_ocl_run(o, k, 1, &global, &local, "quantize_acts"))) goto out;
-    if (bn_ocl_resident(&aq) && bn_ocl_resident(&as)) { /* no wait: the flag is read at the next one */
-        st = bn_ocl_defer_check(o, bflag, "quantize_acts: input holds NaN or Inf");
-        if (!st) bflag = NULL; /* the check owns the flag now */
+    const int defer = bn_ocl_resident(&aq) && bn_ocl_resident(&as); /* no wait: the flag is read at the next one */
+    if ((st = nan_flag(o, &bflag, defer, "quantize_acts: input holds NaN or Inf", "quantize_acts", x, cols, n)) || defer)
         goto out;
-    }
-    cl_uint flag;
-    if ((st = read_flag(o, bflag, &flag))) goto out;
-    if (flag) {
-        st = nonfinite("quantize_acts", x, cols, n);
-        goto out;
-    }
     if ((st = bn_ocl_done(o, &aq, st)) || (st = bn_ocl_done(o, &as, st))) goto out;
     if (n && q && !on_device(q) && bn_test_perturb("quantize_acts")) {
         uint64_t i = n / 2;

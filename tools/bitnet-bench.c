@@ -112,10 +112,12 @@ int main(int argc, char **argv)
     struct arg_str *a_timer = arg_str0(NULL, "timer", "auto|e2e", "auto: kernel time on OpenCL; e2e: always end to end");
     struct arg_lit *a_nocheck = arg_lit0(NULL, "no-check", "skip the reference checks");
     struct arg_lit *a_keep =
-        arg_lit0(NULL, "keep-weights", "bitlinear, matmul_f32: weights stay on the device (no upload per call)");
+        arg_lit0(NULL, "keep-weights", "bitlinear, matmul_f32, quantize_weights: weights stay on the device");
     struct arg_file *a_net = arg_file0(NULL, "net", "FILE", "the ternary MLP the mlp op runs end to end (layers.N.*)");
     struct arg_lit *a_resident =
-        arg_lit0(NULL, "resident", "bitlinear: inputs, weights and outputs in device buffers, one read per call");
+        arg_lit0(NULL, "resident", "bitlinear, quantize_weights: operands in device buffers, one read per call");
+    struct arg_int *a_chain = arg_int0(NULL, "chain", "N",
+                                       "with --resident: N calls back to back, one wait; a sample is their mean");
     struct arg_lit *a_energy = arg_lit0(NULL, "energy", "read energy counters (RAPL, NVML) around each configuration");
     struct arg_str *a_format = arg_str0(NULL, "format", "table|md|csv|json|jsonl", "output format (default table)");
     struct arg_file *a_out = arg_file0("o", "output", "FILE", "write results to FILE (default stdout)");
@@ -125,8 +127,8 @@ int main(int argc, char **argv)
     struct arg_lit *a_list = arg_lit0(NULL, "list-devices", "list devices (as bitnet-info --devices) and exit");
     struct arg_end *end = arg_end(20);
     void *table[] = {a_op, a_shape, a_sweep, a_model, a_tokens, a_scale, dev.device, dev.threads, a_base, a_reps,
-                     a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_keep, a_resident, a_net,
-                     a_energy, a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
+                     a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_keep, a_resident, a_chain,
+                     a_net, a_energy, a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
                      std.verbose, std.force, end};
     bench_devices devs = {0};
     bench_rows rows = {0};
@@ -159,6 +161,13 @@ int main(int argc, char **argv)
     o.no_check = a_nocheck->count > 0;
     o.keep_weights = a_keep->count > 0;
     o.resident = a_resident->count > 0;
+    if (a_chain->count) {
+        if (a_chain->ival[0] < 1 || !o.resident) {
+            msg_err("--chain N needs N >= 1 and --resident (only device-resident calls can run without a wait)");
+            goto cleanup;
+        }
+        o.chain = a_chain->ival[0];
+    }
     if (a_net->count) o.net = a_net->filename[0];
     o.energy = a_energy->count > 0;
     o.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";

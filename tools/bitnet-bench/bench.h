@@ -34,6 +34,7 @@ typedef struct {
     int force_e2e;         /* --timer e2e: ignore kernel times */
     int keep_weights;      /* --keep-weights: ops with weights keep them on the device */
     int resident;          /* --resident: operands in bitnet_buffers, one read per call */
+    int chain;             /* --chain N (with --resident): N calls back to back and one wait a sample; 0 off */
     int energy;            /* --energy: read energy counters around the timed calls */
     const char *scales;    /* --scale list */
     const char *tmpdir;    /* for the file op */
@@ -82,6 +83,7 @@ struct bench_case {
     char variant[BENCH_NAME];
     size_t nsets;
     void *st;              /* the op's state */
+    int chained;           /* set by the method once the check is done when --chain: resident runs read nothing */
 };
 
 /* One result row. */

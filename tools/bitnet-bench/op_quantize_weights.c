@@ -45,7 +45,8 @@ static bitnet_status qw_run(bench_case *c, bitnet_backend *be, size_t set, doubl
     bitnet_buffer *const *b = s->dev + 3 * set;
     bitnet_status st = bitnet_quantize_weights(be, bitnet_buffer_data(b[0]), c->m, c->k, s->t.kind, s->t.group,
                                                bitnet_buffer_data(b[1]), bitnet_buffer_data(b[2]));
-    return st ? st : bitnet_buffer_read(b[2], 0, s->d[set], s->t.nd * 4); /* the one read: the scales */
+    if (st || c->chained) return st; /* a chain: the method waits once at its end */
+    return bitnet_buffer_read(b[2], 0, s->d[set], s->t.nd * 4); /* the one read: the scales */
 }
 
 static bitnet_status qw_keep(bench_case *c, bitnet_backend *be, int keep)

@@ -557,13 +557,13 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
  * exact sum of its pieces (carry-save 32-bit limbs, integer: any order),
  * rounded once to double as bn_xsum_to_double does (the top 64 bits with a
  * sticky bit for the rest, one integer -> double conversion), then
- * d = max((float)(sum / len), 1e-5f) and s = 1/d (in double, then rounded
- * to float: the correctly rounded float quotient, since 53 >= 2 * 24 + 2),
+ * d = max((float)(sum / len), 1e-5f) and s = 1.0f / d, correctly rounded
+ * (the host builds the program with -cl-fp32-correctly-rounded-divide-sqrt):
  * the host's bits.  One slice per work-item where slices have one piece,
  * else one work-group (Q_MWG items) per slice, its items taking every
- * Q_MWG-th piece and the limbs added in three levels through local memory.  When
- * q_absum_gpu saw NaN or Inf (flag[0]) nothing goes to d and every s is NaN,
- * which tells q_pack_gpu to write nothing either. */
+ * Q_MWG-th piece and the limbs added in three levels through local memory.
+ * When q_absum_gpu saw NaN or Inf (flag[0]) nothing goes to d and every s
+ * is NaN, which tells q_pack_gpu to write nothing either. */
 #ifndef Q_MWG
 #define Q_MWG 256 /* work-group size of q_merge_gpu (a multiple of QG_MSPLIT, at least QG_MSPLIT * Q_LIMBS) */
 #endif

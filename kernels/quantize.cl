@@ -568,16 +568,16 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
 #define Q_MWG 256 /* work-group size of q_merge_gpu (a multiple of QG_MSPLIT, at least QG_MSPLIT * Q_LIMBS) */
 #endif
 #define QG_MSPLIT 16 /* the second level of q_merge_gpu's sums: Q_MWG / QG_MSPLIT items' limbs each */
+#define QG_MLOAD 4   /* pieces an item of q_merge_gpu loads at once */
 #if Q_MWG % QG_MSPLIT != 0 || Q_MWG < QG_MSPLIT * Q_LIMBS
 #error "q_merge_gpu: Q_MWG must be a multiple of QG_MSPLIT and at least QG_MSPLIT * Q_LIMBS"
 #endif
 
-/* acc += piece p (short form or carry-save limbs), every word loaded at
- * once and the limbs kept in registers (no indexing by the exponent). */
-inline void qg_add_piece(ulong *acc, __global const ulong *p)
+/* acc += the piece whose words are v (short form or carry-save limbs; all
+ * zeros adds nothing), the limbs kept in registers (no indexing by the
+ * exponent). */
+inline void qg_add_words(ulong *acc, const ulong *v)
 {
-    ulong v[Q_LIMBS];
-    for (int k = 0; k < Q_LIMBS; k++) v[k] = p[k];
     if (v[Q_LIMBS - 1] == Q_SHORT) { /* v0 + v1 2^32 at 2^e: three 32-bit words from limb e / 32 */
         const uint e = (uint)v[2], i = e >> 5, b = e & 31u;
         const ulong x = v[0] | v[1] << 32;
@@ -641,8 +641,9 @@ q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, 
             s[sl] = as_float(0x7fc00000u);
             return;
         }
-        for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
-        qg_add_piece(acc, part + sl * Q_LIMBS);
+        ulong v[Q_LIMBS];
+        for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0, v[k] = part[sl * Q_LIMBS + k];
+        qg_add_words(acc, v);
         qg_finish(acc, kind, sl, rows, cols, group, d, s);
         return;
     }
@@ -656,14 +657,26 @@ q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, 
             continue;
         }
         for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
-        for (bn_size i = lid; i < pieces; i += Q_MWG) qg_add_piece(acc, part + (sl * pieces + i) * Q_LIMBS);
+        /* QG_MLOAD pieces an item loaded before any is added (past the
+         * last: zeros), so that the loads wait on L2 once, not per piece */
+        for (bn_size i0 = lid; i0 < pieces; i0 += QG_MLOAD * Q_MWG) {
+            ulong v[QG_MLOAD][Q_LIMBS];
+#pragma unroll
+            for (int u = 0; u < QG_MLOAD; u++) {
+                const bn_size i = i0 + (bn_size)u * Q_MWG;
+                __global const ulong *p = part + (sl * pieces + (i < pieces ? i : 0)) * Q_LIMBS;
+                for (int k = 0; k < Q_LIMBS; k++) v[u][k] = i < pieces ? p[k] : 0UL;
+            }
+#pragma unroll
+            for (int u = 0; u < QG_MLOAD; u++) qg_add_words(acc, v[u]);
+        }
         for (int k = 0; k < Q_LIMBS; k++) red[k * Q_MWG + lid] = acc[k];
         barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < Q_LIMBS * QG_MSPLIT) { /* limb lid / QG_MSPLIT of Q_MWG / QG_MSPLIT items */
-            __local const ulong *r = red + (lid / QG_MSPLIT) * Q_MWG + (lid % QG_MSPLIT) * (Q_MWG / QG_MSPLIT);
-            ulong t = 0;
+        if (lid < Q_LIMBS * QG_MSPLIT) { /* limb lid / QG_MSPLIT of every QG_MSPLIT-th item from lid % QG_MSPLIT */
+            __local const ulong *r = red + (lid / QG_MSPLIT) * Q_MWG + lid % QG_MSPLIT;
+            ulong t = 0; /* consecutive items read consecutive words: no bank conflicts */
 #pragma unroll
-            for (uint j = 0; j < Q_MWG / QG_MSPLIT; j++) t += r[j];
+            for (uint j = 0; j < Q_MWG / QG_MSPLIT; j++) t += r[j * QG_MSPLIT];
             red2[lid] = t;
         }
         barrier(CLK_LOCAL_MEM_FENCE);

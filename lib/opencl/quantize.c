@@ -203,7 +203,15 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * --resident --timer e2e`), three alternating rounds: per tensor 4096x4096
  * 109.1-117.8 / 79.9-80.7, 14336x4096 228.0-232.3 / 187.0-189.3; row
  * scales 239.5-246.3 / 98.0-101.3 and 634.5-668.2 / 235.5-240.7.  Kept for
- * the caller's view.
+ * the caller's view.  Where q_merge_gpu's 8.3 us went (H200, cltrace,
+ * kernels swapped in by BITNET_KERNEL_DIR, two rounds): a kernel that only
+ * stores one scale is profiled at 3.3 us; without the piece loads 6.0-6.2;
+ * with a trivial finish (no rounding, no division) 7.7.  Then the second
+ * level of the sums read its words 16 apart (a 16-way bank conflict) and an
+ * item waited on L2 once per piece: read conflict-free and with four
+ * pieces' loads in flight, it takes 7.16-7.20 us against 8.23-8.42, and a
+ * chained call (--resident --chain 20, three rounds) 56.5-56.9 against
+ * 57.8-58.6 us.
  * Also tried then and not kept: q_pack_gpu as one wave of work-groups
  * whose items loop over rows (4096x4096 31.2 against 26.2 us a call), and
  * its codes from vector comparisons (27.9 against 26.1), two or four words

@@ -589,7 +589,7 @@ static void fast_opencl(void **state)
 }
 
 /* The GPU layout of the OpenCL quantizer (kernels/quantize.cl, *_gpu), forced
- * on whatever device there is, with the default and two odd geometries. */
+ * on whatever device there is, with the default and three odd geometries. */
 static void opencl_gpu_layout(void **state)
 {
     (void)state;
@@ -600,8 +600,11 @@ static void opencl_gpu_layout(void **state)
         printf("# no OpenCL device: %s\n", bitnet_error_detail());
         skip();
     }
-    const char *tunes[] = {NULL, "-DQ_GWG=32 -DQ_PER_CU=1 -DQ_PACK_WG=7", "-DQ_GWG=512 -DQ_PER_CU=64 -DQ_PACK_WG=64"};
-    for (int t = 0; t < 3; t++) {
+    /* the last: over a thousand pieces a long slice, so that q_merge_gpu's
+     * items take several rounds of pieces */
+    const char *tunes[] = {NULL, "-DQ_GWG=32 -DQ_PER_CU=1 -DQ_PACK_WG=7", "-DQ_GWG=512 -DQ_PER_CU=64 -DQ_PACK_WG=64",
+                           "-DQ_GWG=32 -DQ_PER_CU=1024"};
+    for (int t = 0; t < 4; t++) {
         char what[96];
         snprintf(what, sizeof what, "opencl gpu layout %s", tunes[t] ? tunes[t] : "(defaults)");
         if (tunes[t]) setenv("BITNET_QUANT_OPTS", tunes[t], 1);

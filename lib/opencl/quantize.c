@@ -84,13 +84,16 @@ static bitnet_status nonfinite(const char *op, const float *x, uint64_t cols, ui
 }
 
 /* An op's NaN/Inf flag once its kernels are enqueued: with defer (every
- * output a device buffer) left to the next wait, which reports `what` (the
- * check then owns the flag: *flag becomes NULL); else read now, and when
- * set, the op's error (with the position when x is host memory). */
-static bitnet_status nan_flag(bn_ocl *o, cl_mem *flag, int defer, const char *what, const char *op, const float *x,
-                              uint64_t cols, uint64_t n)
+ * output a device buffer) left to the next wait, which reports "op: input
+ * holds NaN or Inf" (the check then owns the flag: *flag becomes NULL);
+ * else read now, and when set, the op's error (with the position when x is
+ * host memory). */
+static bitnet_status nan_flag(bn_ocl *o, cl_mem *flag, int defer, const char *op, const float *x, uint64_t cols,
+                              uint64_t n)
 {
     if (defer) {
+        char what[96];
+        snprintf(what, sizeof what, "%s: input holds NaN or Inf", op);
         bitnet_status st = bn_ocl_defer_check(o, *flag, what);
         if (!st) *flag = NULL;
         return st;
@@ -435,14 +438,11 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         /* outputs written in place on the device: no wait (one written
          * through a copy would take it even after a NaN) */
         const int defer = bn_ocl_in_place(&at2) && bn_ocl_in_place(&ad);
-        if ((st = nan_flag(o, &bflag, defer, "quantize_weights: input holds NaN or Inf", "quantize_weights", w, cols,
-                           n)) ||
-            defer)
-            goto out;
+        if ((st = nan_flag(o, &bflag, defer, "quantize_weights", w, cols, n)) || defer) goto out;
         st = bn_ocl_done(o, &ad, st);
         goto codes;
     }
-    if ((st = nan_flag(o, &bflag, 0, NULL, "quantize_weights", w, cols, n))) goto out;
+    if ((st = nan_flag(o, &bflag, 0, "quantize_weights", w, cols, n))) goto out;
     if ((st = bn_ocl_download(o, bpart, 0, part, (size_t)groups * Q_LIMBS * 8))) goto out;
     for (uint64_t sl = 0; sl < nsc; sl++) {
         uint64_t len = slice;
@@ -507,8 +507,7 @@ bitnet_status bn_ocl_quantize_acts(void *ctx, const float *x, uint64_t rows, uin
     size_t global = (size_t)rows * Q_WG, local = Q_WG;
     if ((st = bn_ocl_run(o, k, 1, &global, &local, "quantize_acts"))) goto out;
     const int defer = bn_ocl_resident(&aq) && bn_ocl_resident(&as); /* no wait: the flag is read at the next one */
-    if ((st = nan_flag(o, &bflag, defer, "quantize_acts: input holds NaN or Inf", "quantize_acts", x, cols, n)) || defer)
-        goto out;
+    if ((st = nan_flag(o, &bflag, defer, "quantize_acts", x, cols, n)) || defer) goto out;
     if ((st = bn_ocl_done(o, &aq, st)) || (st = bn_ocl_done(o, &as, st))) goto out;
     if (n && q && !on_device(q) && bn_test_perturb("quantize_acts")) {
         uint64_t i = n / 2;

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +121,52 @@ static void test_pool_nested_calls(void **state)
     for (int i = 0; i < 64 * 50; i++) assert_int_equal(visits[i], 1);
     free(visits);
     bn_pool_free(p);
+}
+
+/* Each range waits until every range has started, so no thread can take
+ * a second one: every call, the first one right after the pool is made
+ * included, must have all the pool's threads in it, each on a range of its
+ * own, the caller on the first. */
+typedef struct {
+    uint64_t started, chunks;
+    pthread_t who[8];
+    int timed_out;
+} barrier_ctx;
+
+static void note_thread(void *vp, uint64_t b, uint64_t e)
+{
+    barrier_ctx *c = vp;
+    const uint64_t chunk = b * c->chunks / 64; /* 64 items in equal ranges */
+    (void)e;
+    c->who[chunk] = pthread_self();
+    __atomic_add_fetch(&c->started, 1, __ATOMIC_ACQ_REL);
+    for (long spins = 0; __atomic_load_n(&c->started, __ATOMIC_ACQUIRE) < c->chunks; spins++) {
+        if (spins > 20000000) { /* about seconds of yielding: a range never came */
+            __atomic_store_n(&c->timed_out, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        sched_yield();
+    }
+}
+
+static void test_pool_every_thread_takes_part(void **state)
+{
+    (void)state;
+    for (int threads = 2; threads <= 8; threads *= 2)
+        for (int pool = 0; pool < 5; pool++) {
+            bn_pool *p;
+            assert_int_equal(bn_pool_create(&p, threads), BITNET_OK);
+            for (int call = 0; call < 6; call++) {
+                barrier_ctx c = {0, (uint64_t)threads, {0}, 0};
+                bn_parallel_for(p, 64, 1, note_thread, &c);
+                assert_false(c.timed_out);
+                assert_int_equal(c.started, threads);
+                assert_true(pthread_equal(c.who[0], pthread_self()));
+                for (int i = 0; i < threads; i++)
+                    for (int j = 0; j < i; j++) assert_false(pthread_equal(c.who[i], c.who[j]));
+            }
+            bn_pool_free(p);
+        }
 }
 
 static void test_pool_threads_zero_and_negative(void **state)
@@ -413,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_pool_visits_each_index_once),
         cmocka_unit_test(test_pool_respects_grain),
         cmocka_unit_test(test_pool_nested_calls),
+        cmocka_unit_test(test_pool_every_thread_takes_part),
         cmocka_unit_test(test_pool_threads_zero_and_negative),
         cmocka_unit_test(test_simd_cap),
         cmocka_unit_test(test_specs),

@@ -158,7 +158,28 @@ static const struct {
  * separate kernel is hard to beat: of its 8.1 us profiled at 14336
  * columns the body runs about 2.8 us (an empty one-work-group kernel is
  * profiled at 5.4 us), and splitting the row over 2 to 28 work-groups gave
- * 7.9-8.5 us. */
+ * 7.9-8.5 us.
+ * How far variant 4 is from a plain read (H200, 2026-12-02): a cold read of
+ * 64 MiB profiled after 200 us of idle device takes 23.5-27 us by every
+ * load form tried (tests/device/coldread.c; 19-20 us when it follows
+ * another kernel), and each of bitnet-bench's calls starts the GEMV from
+ * an idle device: 16384x16384 at one token 24.6-26.9 us (minimum 23.3-24.8)
+ * in the same calls.  Kernel medians in us, one binary, sources swapped by
+ * BITNET_KERNEL_DIR, 16384x16384 / 4096x14336 / 14336x4096 / 4096x4096:
+ * the default 25.6-25.7 / 12.7-13.1 / 14.2-14.3 / 9.3-9.9 (three rounds);
+ * with -DNV_TT=1 (a one-token build) 26.0-26.2 / 12.9-13.2 / 14.3-14.4 /
+ * 8.7-9.3; the staging's four loads of a thread issued before any store
+ * 26.7-26.8 / 13.5-14.0 / 14.3-15.0 / 9.1-9.6; and with the next step's
+ * loads issued before this step's sums (two sets of registers) 29.6-30.0 /
+ * 14.2-16.2 / 15.4-16.5 / 10.6-10.9: none kept.  Another call, two rounds:
+ * the default 27.1-27.3; the staging storing a constant instead of
+ * loading the activations 25.1-26.2; that and the sums replaced by an XOR
+ * of the words 24.3-25.7.  So the activations' staging costs 1-2 us of the
+ * call and the decode and sums about 1, and what is left is the read.
+ * NV_RW (rows per warp) 2 or 4 against the default (4 at 16384 rows): 25.3-
+ * 25.8 / 12.7-15.5 / 13.2-14.0 against 25.2-25.9 / 12.8-13.0 / 13.3-13.6;
+ * 1: 35.4-35.6 at 16384x16384.  NV_WARPS=16 or 32 did not launch on the
+ * H200 (not looked into). */
 static const struct {
     uint64_t min_tokens;
     int variant;

@@ -328,7 +328,15 @@ static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t 
 }
 
 /* Uploads the activations of io (host memory) into a scratch buffer q and
- * makes sub-buffers of it for the scales and sums. */
+ * makes sub-buffers of it for the scales and sums.
+ * Tried and not kept (H200, 2026-12-02): the pool keeping the sub-buffers
+ * it had made of a buffer, for the next call that takes it.  The two
+ * clCreateSubBuffer and two clReleaseMemObject of a one-token call (4.5 us
+ * of host time, tests/device/cltrace.c) went, but end to end nothing
+ * moved: 16384x16384 one token 56.5-58.6 us against 53.2-59.1, 4096x14336
+ * 33.7-40.8 against 35.8-49.0, 64 tokens 370.7-432.9 / 208.7-215.8 against
+ * 380.7-452.4 / 190.6-198.8 (host pointers, weights kept, three alternating
+ * rounds). */
 static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
                                bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
 {

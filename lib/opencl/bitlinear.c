@@ -179,7 +179,17 @@ static const struct {
  * NV_RW (rows per warp) 2 or 4 against the default (4 at 16384 rows): 25.3-
  * 25.8 / 12.7-15.5 / 13.2-14.0 against 25.2-25.9 / 12.8-13.0 / 13.3-13.6;
  * 1: 35.4-35.6 at 16384x16384.  NV_WARPS=16 or 32 did not launch on the
- * H200 (not looked into). */
+ * H200 (not looked into).  Without the staging, each lane loading its
+ * activations from global memory where it uses them (through L1; the
+ * staging pass kept only for the code sums of own_sum), three alternating
+ * rounds: 30.9-31.2 / 14.1-14.3 / 15.7-16.1 / 10.2-10.6 against 25.9-26.4
+ * / 12.9-13.5 / 13.7-14.5 / 9.5-9.7; not kept.
+ * In a chain (--resident --chain 24, profiled by tests/device/cltrace.c)
+ * the GEMV follows q_acts_rows at once, yet takes what it takes alone:
+ * 16384x16384 26.4 us mean (minimum 22.9) against 26.3 (23.5), 4096x14336
+ * 13.2 against 13.0; a plain read of 64 MiB right after a small kernel
+ * takes 20.9-21.6 us (tests/device/coldread.c, "small"), so in a chain
+ * the GEMV is about 20% over the read. */
 static const struct {
     uint64_t min_tokens;
     int variant;

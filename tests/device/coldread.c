@@ -25,8 +25,9 @@
  *               when the driver cannot build it)
  * Each variant is also timed (one profiling event) after the device has
  * been idle for 200 us ("idle", as each call of bitnet-bench finds it),
- * and right after a copy of the size that leaves the L2 full of dirty
- * lines ("dirty").  COLDREAD_NOBULK=1 leaves out bulk, COLDREAD_BULK=1
+ * right after a copy of the size that leaves the L2 full of dirty lines
+ * ("dirty"), and right after one work-group that spins for 8 us ("small":
+ * the memory idle, the device not, as after q_acts_rows in a chain).  COLDREAD_NOBULK=1 leaves out bulk, COLDREAD_BULK=1
  * runs it alone.
  * Inline PTX: NVIDIA only.  A probe for the GPU machine (tests/device/),
  * not part of the library.
@@ -39,8 +40,11 @@
  *   warp8     19.3-19.4      19.7 (3404)    23.7 (2834)    25.2
  *   warp8_nc  18.9-19.0      19.7-20.7      26.3           23.0
  *   bulk      18.7           18.9-19.0      23.5 (2857)    24.3
- *   16 MiB: 6.7-8.1 chained, 9.2-12.0 with an event, 15.3-16.6 idle.
+ *   16 MiB: 6.7-8.1 chained, 9.2-12.0 with an event, 10.8-16.6 idle.
  *   256 MiB: 62.6-68.8 chained (3.9-4.3 TB/s), the event the same.
+ *   A fourth call (another machine): 64 MiB warp4 / warp8 / gs8 event
+ *   19.5 / 19.5 / 20.2, idle 22.4 / 22.6 / 22.9, small 20.9 / 21.2 / 21.6;
+ *   4 MiB warp8 chain 5.9, event 6.9, idle 7.5, small 6.3.
  * So a cold read of 64 MiB that follows another kernel takes 19-20 us
  * whatever the load (grid-stride or a slice per warp, .nc with the
  * L2::256B hint, 2 to 4 KiB in flight per warp, bulk copies into local
@@ -50,7 +54,9 @@
  * codes) is timed that way, from idle: 24.6-26.9 us in the same calls
  * (minimum 23.3-24.8), within 5-15% of the fastest read under the same
  * conditions.  Its 85%-of-copy target (3978 GB/s over 256 MiB, so about
- * 19.9 us) is below every idle-start read kernel here.
+ * 19.9 us) is below every idle-start read kernel here.  In a chain, right
+ * after q_acts_rows, the GEMV still takes 26.4 us mean (minimum 22.9) by
+ * tests/device/cltrace.c, where a read after a small kernel takes 21.
  *
  *   cc -O2 -o coldread tests/device/coldread.c -lOpenCL
  *   ./coldread [MIB...]      (default 16 64 256)
@@ -72,6 +78,9 @@
 static const char *src =
     "__kernel void stamp(__global ulong *t, uint i) {\n"
     "  if (get_local_id(0) == 0) { ulong g; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(g)); t[i] = g; } }\n"
+    "__kernel void spin(ulong ns) {\n"
+    "  ulong t0, t; asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t0));\n"
+    "  do asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(t)); while (t - t0 < ns); }\n"
     "__kernel void gs(__global const float4 *x, __global float *out, ulong n) {\n"
     "  ulong stride = get_global_size(0); float4 acc = (float4)(0.0f);\n"
     "  for (ulong i = get_global_id(0); i < n; i += stride) acc += x[i];\n"
@@ -243,6 +252,10 @@ int main(int argc, char **argv)
     CK(clFinish(q));
     cl_kernel kt = clCreateKernel(p0, "stamp", &err);
     CK(err);
+    cl_kernel ks = clCreateKernel(p0, "spin", &err);
+    CK(err);
+    const cl_ulong spin_ns = 8000;
+    CK(clSetKernelArg(ks, 0, sizeof spin_ns, &spin_ns));
     args(kt, 0, 1, A(tb));
     const size_t one = 32;
     printf("each figure: median of %d; chain = %d kernels over %d buffers, no profiling, per kernel incl. one gap; "
@@ -251,7 +264,7 @@ int main(int argc, char **argv)
         const size_t bytes = mibs[m] << 20;
         for (int i = 0; i < nv; i++) {
             const cl_ulong n = v[i].bytes_arg ? (cl_ulong)bytes : (cl_ulong)(bytes / 16);
-            double ch[REPS], evs[REPS], idl[REPS], dty[REPS];
+            double ch[REPS], evs[REPS], idl[REPS], dty[REPS], sml[REPS];
             for (int r = 0; r < REPS + 1; r++) {
                 cl_uint s0 = 0, s1 = 1;
                 CK(clSetKernelArg(kt, 1, sizeof s0, &s0));
@@ -277,6 +290,12 @@ int main(int argc, char **argv)
                 cl_event e2;
                 enq(q, &v[i], &e2);
                 CK(clFinish(q));
+                /* after one work-group that spins 8 us (memory idle, the device not) */
+                CK(clEnqueueNDRangeKernel(q, ks, 1, NULL, &one, &one, 0, NULL, NULL));
+                args(v[i].k, 0, 3, A(buf[(r + 7) % NB]), A(out), A(n));
+                cl_event e4;
+                enq(q, &v[i], &e4);
+                CK(clFinish(q));
                 /* and right after a copy that leaves the L2 full of dirty lines */
                 CK(clEnqueueCopyBuffer(q, buf[(r + 1) % NB], buf[(r + 2) % NB], 0, 0, bytes, 0, NULL, NULL));
                 args(v[i].k, 0, 3, A(buf[(r + 4) % NB]), A(out), A(n));
@@ -288,15 +307,19 @@ int main(int argc, char **argv)
                     evs[r - 1] = ev_us(e);
                     idl[r - 1] = ev_us(e2);
                     dty[r - 1] = ev_us(e3);
+                    sml[r - 1] = ev_us(e4);
                 }
                 clReleaseEvent(e);
                 clReleaseEvent(e2);
                 clReleaseEvent(e3);
+                clReleaseEvent(e4);
             }
-            const double mc = median(ch, REPS), me = median(evs, REPS), mi = median(idl, REPS), md = median(dty, REPS);
-            printf("%4zu MiB %-9s chain %6.2f us (%4.0f GB/s)  event %6.2f (%4.0f)  idle %6.2f (%4.0f)  dirty %6.2f (%4.0f)\n",
+            const double mc = median(ch, REPS), me = median(evs, REPS), mi = median(idl, REPS), md = median(dty, REPS),
+                         ms = median(sml, REPS);
+            printf("%4zu MiB %-9s chain %6.2f us (%4.0f GB/s)  event %6.2f (%4.0f)  idle %6.2f (%4.0f)  dirty %6.2f (%4.0f)"
+                   "  small %6.2f (%4.0f)\n",
                    mibs[m], v[i].name, mc, (double)bytes / (mc * 1e3), me, (double)bytes / (me * 1e3), mi,
-                   (double)bytes / (mi * 1e3), md, (double)bytes / (md * 1e3));
+                   (double)bytes / (mi * 1e3), md, (double)bytes / (md * 1e3), ms, (double)bytes / (ms * 1e3));
             fflush(stdout);
         }
     }

@@ -142,12 +142,7 @@ int main(void)
     cl_uint cus = 0;
     dev = probe_gpu("between", &cus);
     cl_int err;
-    ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    CK(err);
-    q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    CK(err);
-    qn = clCreateCommandQueue(ctx, dev, 0, &err);
-    CK(err);
+    ctx = probe_context(dev, &q, &qn);
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
     CK(err);
     err = clBuildProgram(prog, 1, &dev, "", NULL, NULL);

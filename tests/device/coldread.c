@@ -198,12 +198,7 @@ int main(int argc, char **argv)
     cl_uint cus = 0;
     dev = probe_gpu("coldread", &cus);
     cl_int err;
-    ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    CK(err);
-    q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    CK(err);
-    qn = clCreateCommandQueue(ctx, dev, 0, &err);
-    CK(err);
+    ctx = probe_context(dev, &q, &qn);
     cl_program p0 = build(src, ""), p4 = build(src, "-DU=4"), p8 = build(src, "-DU=8"), pn = build(src, "-DNC -DU=8");
     cl_program pb = build(bulk_src, "");
     if (!p0 || !p4 || !p8 || !pn) return 1;

@@ -332,12 +332,7 @@ int main(void)
     clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
     printf("device: %s\n", name);
     cl_int err;
-    ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    CK(err);
-    qp = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    CK(err);
-    qn = clCreateCommandQueue(ctx, dev, 0, &err);
-    CK(err);
+    ctx = probe_context(dev, &qp, &qn);
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
     CK(err);
     CK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));

@@ -81,6 +81,22 @@ static inline cl_device_id probe_gpu(const char *who, cl_uint *cus)
     printf("device: %s, %u compute units\n", name, *cus);
     return dev;
 }
+
+/* A context on dev with a profiling queue *qp and, where qn is not NULL, a
+ * queue without profiling *qn (exits on failure). */
+static inline cl_context probe_context(cl_device_id dev, cl_command_queue *qp, cl_command_queue *qn)
+{
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    CK(err);
+    *qp = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    CK(err);
+    if (qn) {
+        *qn = clCreateCommandQueue(ctx, dev, 0, &err);
+        CK(err);
+    }
+    return ctx;
+}
 #endif
 
 #endif

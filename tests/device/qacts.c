@@ -201,10 +201,7 @@ int main(void)
     cl_uint cus = 0;
     dev = probe_gpu("qacts", &cus);
     cl_int err;
-    ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
-    CK(err);
-    qp = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
-    CK(err);
+    ctx = probe_context(dev, &qp, NULL);
     char *common = slurp("kernels/common.cl"), *quant = slurp("kernels/quantize.cl");
     const char *srcs[4] = {common, "\n#line 1 \"quantize.cl\"\n", quant, probe_src};
     cl_program prog = clCreateProgramWithSource(ctx, 4, srcs, NULL, &err);

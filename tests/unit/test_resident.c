@@ -709,6 +709,38 @@ static void test_many_checks(void **state)
     tmat_free(&m);
 }
 
+/* A product for the host-activation checks: its weights, scales, float
+ * activations x (T tokens) and an output y in host memory, and device copies
+ * of the weights, scales and activations with a device output. */
+typedef struct {
+    tmat m;
+    float *x, *y;
+    bitnet_buffer *dt2, *dd, *dx, *dy;
+    bitnet_ternary_matrix wd;
+} hostact;
+
+static hostact hostact_new(uint64_t seed, uint64_t out, uint64_t in, uint64_t T)
+{
+    hostact h;
+    uint64_t rng = seed;
+    h.m = tmat_new(&rng, out, in);
+    h.x = randf(&rng, T * in);
+    h.y = malloc((size_t)(T * out) * 4);
+    assert_non_null(h.y);
+    h.dt2 = up(ocl, h.m.t2, h.m.t2_bytes), h.dd = up(ocl, h.m.d, out * 4), h.dx = up(ocl, h.x, T * in * 4);
+    h.dy = mk(ocl, T * out * 4);
+    h.wd = tm(&h.m, D(h.dt2), D(h.dd));
+    return h;
+}
+
+static void hostact_free(hostact *h)
+{
+    bitnet_buffer *bufs[] = {h->dt2, h->dd, h->dx, h->dy};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) bitnet_buffer_free(bufs[i]);
+    free(h->x), free(h->y);
+    tmat_free(&h->m);
+}
+
 /* Activations in host memory are quantized (float) or padded (int8) by the
  * host into the staging memory of their upload, in pieces of up to 8 MiB
  * (here two: 8.9 MB of codes) on several threads; from device memory the
@@ -719,14 +751,12 @@ static void test_host_activations(void **state)
 {
     (void)state;
     if (!ocl) skip();
-    uint64_t rng = 97;
     const uint64_t in = 4097, out = 5, T = 2100;
-    tmat m = tmat_new(&rng, out, in);
-    float *x = randf(&rng, T * in), *y = malloc((size_t)(T * out) * 4);
-    assert_non_null(y);
-    bitnet_buffer *dt2 = up(ocl, m.t2, m.t2_bytes), *dd = up(ocl, m.d, out * 4), *dx = up(ocl, x, T * in * 4);
-    bitnet_buffer *dy = mk(ocl, T * out * 4);
-    const bitnet_ternary_matrix wd = tm(&m, D(dt2), D(dd));
+    hostact h = hostact_new(97, out, in, T);
+    tmat m = h.m;
+    float *x = h.x, *y = h.y;
+    bitnet_buffer *dx = h.dx, *dy = h.dy;
+    const bitnet_ternary_matrix wd = h.wd;
     int8_t *xq = malloc((size_t)(T * in));
     float *xs = malloc((size_t)T * 4);
     assert_true(xq && xs);
@@ -781,10 +811,9 @@ static void test_host_activations(void **state)
     x[0] = NAN; /* and in the first */
     assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
     assert_non_null(strstr(bitnet_error_detail(), "(token 0)"));
-    bitnet_buffer *bufs[] = {dt2, dd, dx, dy, dxq, dxs};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) bitnet_buffer_free(bufs[i]);
-    free(xq); free(xs); free(x); free(y);
-    tmat_free(&m);
+    bitnet_buffer_free(dxq), bitnet_buffer_free(dxs);
+    free(xq); free(xs);
+    hostact_free(&h);
 }
 
 /* Host activations of 1 to 40 tokens and back, one call after another on
@@ -796,14 +825,11 @@ static void test_host_activations_counts(void **state)
 {
     (void)state;
     if (!ocl) skip();
-    uint64_t rng = 131;
     const uint64_t in = 300, out = 17, TM = 40;
-    tmat m = tmat_new(&rng, out, in);
-    float *x = randf(&rng, TM * in), *y = malloc((size_t)(TM * out) * 4);
-    assert_non_null(y);
-    bitnet_buffer *dt2 = up(ocl, m.t2, m.t2_bytes), *dd = up(ocl, m.d, out * 4), *dx = up(ocl, x, TM * in * 4);
-    bitnet_buffer *dy = mk(ocl, TM * out * 4);
-    const bitnet_ternary_matrix wd = tm(&m, D(dt2), D(dd));
+    hostact h = hostact_new(131, out, in, TM);
+    float *x = h.x, *y = h.y;
+    bitnet_buffer *dx = h.dx, *dy = h.dy;
+    const bitnet_ternary_matrix wd = h.wd;
     for (int pass = 0; pass < 2; pass++)
         for (uint64_t k = 1; k <= TM; k++) {
             const uint64_t T = pass ? TM + 1 - k : k;
@@ -816,10 +842,7 @@ static void test_host_activations_counts(void **state)
             assert_memory_equal(got, y, T * out * 4);
             free(got);
         }
-    bitnet_buffer *bufs[] = {dt2, dd, dx, dy};
-    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) bitnet_buffer_free(bufs[i]);
-    free(x); free(y);
-    tmat_free(&m);
+    hostact_free(&h);
 }
 
 /* Large writes and reads go through pinned staging in pieces, each copied

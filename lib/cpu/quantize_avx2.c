@@ -144,14 +144,23 @@ static void qblocks_avx2(const float *w, uint64_t cols, uint64_t b0, uint64_t b1
     }
 }
 
+/* The max over four chains (2026-12-02, Zen 5 VM under load, one thread,
+ * a hot row of 16384, best of three, four alternating rounds: 2.2-3.8 us
+ * against 3.4-9.8 with one chain). */
 static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s, int32_t *sum)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
-    __m256i vmax = _mm256_setzero_si256();
+    __m256i vmax = _mm256_setzero_si256(), m1 = vmax, m2 = vmax, m3 = vmax;
     size_t i = 0;
+    for (; i + 32 <= n; i += 32) { /* four chains, as qacts_avx512 */
+        vmax = _mm256_max_epi32(vmax, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absmask));
+        m1 = _mm256_max_epi32(m1, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 8)), absmask));
+        m2 = _mm256_max_epi32(m2, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 16)), absmask));
+        m3 = _mm256_max_epi32(m3, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i + 24)), absmask));
+    }
     for (; i + 8 <= n; i += 8)
         vmax = _mm256_max_epi32(vmax, _mm256_and_si256(_mm256_loadu_si256((const __m256i *)(x + i)), absmask));
-    uint32_t maxb = hmax_epi32(vmax);
+    uint32_t maxb = hmax_epi32(_mm256_max_epi32(_mm256_max_epi32(vmax, m1), _mm256_max_epi32(m2, m3)));
     for (size_t t = i; t < n; t++) {
         uint32_t u;
         memcpy(&u, &x[t], 4);

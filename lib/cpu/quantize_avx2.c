@@ -145,8 +145,10 @@ static void qblocks_avx2(const float *w, uint64_t cols, uint64_t b0, uint64_t b1
 }
 
 /* The max over four chains (2026-12-02, Zen 5 VM under load, one thread,
- * a hot row of 16384, best of three, four alternating rounds: 2.2-3.8 us
- * against 3.4-9.8 with one chain). */
+ * `BITNET_SIMD=avx2 bitnet-bench --device cpu --threads 1 --op
+ * quantize_acts --shape 1x16384 --shape 64x4096 --llc 1`, three
+ * alternating rounds, medians in us: 3.8-4.6 / 52.6-66.2 against 3.8-4.9 /
+ * 52.9-72.8 with one chain). */
 static size_t qacts_avx2(const float *x, size_t n, int8_t *q, float *s, int32_t *sum)
 {
     const __m256i absmask = _mm256_set1_epi32(0x7fffffff);

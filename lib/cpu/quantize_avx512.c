@@ -113,10 +113,11 @@ static void qblocks_avx512(const float *w, uint64_t cols, uint64_t b0, uint64_t 
 }
 
 /* Both passes four vectors a step, full vectors first and the masked tail
- * after (2026-12-02, 2-vCPU Zen 5 VM, one thread: a row of 16384 in L2
- * 4.8-5.1 -> 2.8-3.0 us; bitnet-bench --op quantize_acts, rotated, three
- * alternating rounds: 64x4096 117.5-121.4 -> 107.0-113.1 us, 1x16384
- * 7.9-8.0 / 7.5-8.3 us). */
+ * after (2026-12-02, 2-vCPU Zen 5 VM under load, one thread, `bitnet-bench
+ * --device cpu --threads 1 --op quantize_acts --shape 1x16384 --shape
+ * 64x4096`, three alternating rounds, medians in us: with --llc 1 (in
+ * cache) 3.7-4.1 / 54.9-62.5 against 4.2-5.2 / 74.4-78.7; rotated 7.5-8.3 /
+ * 107.0-113.1 against 7.9-8.0 / 117.5-121.4). */
 static size_t qacts_avx512(const float *x, size_t n, int8_t *q, float *s, int32_t *sum)
 {
     const __m512i absmask = _mm512_set1_epi32(0x7fffffff);

@@ -51,9 +51,9 @@
  * memory), but 23.5-27 us when the device was idle before it: about 4 us
  * that every kernel started from idle pays, and that a chain of kernels
  * does not.  bitnet-bench's one-token GEMV of 16384 x 16384 (64 MiB of
- * codes) is timed that way, from idle: 24.6-26.9 us in the same calls
- * (minimum 23.3-24.8), within 5-15% of the fastest read under the same
- * conditions.  Its 85%-of-copy target (3978 GB/s over 256 MiB, so about
+ * codes) is timed that way, from idle: 26.5-26.9 us (medians; minima
+ * 23.5-24.6) in the same calls, 10-20% over the fastest reads under the
+ * same conditions.  Its 85%-of-copy target (3978 GB/s over 256 MiB, so about
  * 19.9 us) is below every idle-start read kernel here.  In a chain, right
  * after q_acts_rows, the GEMV still takes 26.4 us mean (minimum 22.9) by
  * tests/device/cltrace.c, where a read after a small kernel takes 21.

@@ -164,8 +164,8 @@ static const struct {
  * load form tried (tests/device/coldread.c; 19-20 us when it follows
  * another kernel), and each of bitnet-bench's calls starts the GEMV from
  * an idle device: 16384x16384 at one token 25.2-27.3 us (kernel medians of
- * seven calls that day, minima 23.3-24.8).  Kernel medians in us, one binary, sources swapped by
- * BITNET_KERNEL_DIR, 16384x16384 / 4096x14336 / 14336x4096 / 4096x4096:
+ * seven calls that day, minima 23.3-24.8).  Kernel medians in us, one
+ * binary, sources swapped by BITNET_KERNEL_DIR, 16384x16384 / 4096x14336 / 14336x4096 / 4096x4096:
  * the default 25.6-25.7 / 12.7-13.1 / 14.2-14.3 / 9.3-9.9 (three rounds);
  * with -DNV_TT=1 (a one-token build) 26.0-26.2 / 12.9-13.2 / 14.3-14.4 /
  * 8.7-9.3; the staging's four loads of a thread issued before any store

@@ -203,7 +203,6 @@ int main(int argc, char **argv)
     cl_program pb = build(bulk_src, "");
     if (!p0 || !p4 || !p8 || !pn) return 1;
     variant v[16];
-    memset(v, 0, sizeof v);
     int nv = 0;
     const size_t cu = cus;
     v[nv++] = (variant){"gs8", clCreateKernel(p0, "gs", &err), cu * 8 * 256, 256, 0, 0};

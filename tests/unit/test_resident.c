@@ -753,7 +753,6 @@ static void test_host_activations(void **state)
     if (!ocl) skip();
     const uint64_t in = 4097, out = 5, T = 2100;
     hostact h = hostact_new(97, out, in, T);
-    tmat m = h.m;
     float *x = h.x, *y = h.y;
     bitnet_buffer *dx = h.dx, *dy = h.dy;
     const bitnet_ternary_matrix wd = h.wd;
@@ -772,9 +771,9 @@ static void test_host_activations(void **state)
     for (size_t e = 0; e < sizeof envs / sizeof *envs; e++) {
         if (envs[e][0]) setenv(envs[e][0], envs[e][1], 1);
         for (uint64_t i = 0; i < T * out; i++) y[i] = -7.0f; /* nothing stale passes */
-        io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = m.bias, .y = y};
+        io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = h.m.bias, .y = y};
         assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
-        bitnet_bitlinear_io iod = {.tokens = T, .x = D(dx), .bias = m.bias, .y = D(dy)};
+        bitnet_bitlinear_io iod = {.tokens = T, .x = D(dx), .bias = h.m.bias, .y = D(dy)};
         assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
         float *got = down(dy, T * out * 4);
         assert_memory_equal(got, y, T * out * 4);
@@ -784,7 +783,7 @@ static void test_host_activations(void **state)
         for (int k = 0; k < 3; k++) {
             float *yk = malloc((size_t)(T * out) * 4);
             assert_non_null(yk);
-            io = (bitnet_bitlinear_io){.tokens = T, .xq = qs[k], .xs = ss[k], .bias = m.bias, .y = yk};
+            io = (bitnet_bitlinear_io){.tokens = T, .xq = qs[k], .xs = ss[k], .bias = h.m.bias, .y = yk};
             assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
             assert_memory_equal(yk, y, T * out * 4);
             free(yk);
@@ -795,7 +794,7 @@ static void test_host_activations(void **state)
     x[2090 * in + 4096] = NAN;
     x[2040 * in + 3] = INFINITY;
     for (uint64_t i = 0; i < T * out; i++) y[i] = -7.0f;
-    io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = m.bias, .y = y};
+    io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = h.m.bias, .y = y};
     assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_E_NUMERIC);
     assert_non_null(strstr(bitnet_error_detail(), "(token 2040)"));
     for (uint64_t i = 0; i < T * out; i++) assert_true(y[i] == -7.0f);

@@ -143,15 +143,8 @@ int main(void)
     dev = probe_gpu("between", &cus);
     cl_int err;
     ctx = probe_context(dev, &q, &qn);
-    cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
-    CK(err);
-    err = clBuildProgram(prog, 1, &dev, "", NULL, NULL);
-    if (err != CL_SUCCESS) {
-        char log[1 << 15];
-        clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-        fprintf(stderr, "build: %d\n%s\n", (int)err, log);
-        return 1;
-    }
+    cl_program prog = probe_build(ctx, dev, 1, &src, "");
+    if (!prog) return 1;
     cl_kernel k1 = clCreateKernel(prog, "rd", &err), k2 = clCreateKernel(prog, "rd", &err);
     cl_kernel kc = clCreateKernel(prog, "cp", &err);
     CK(err);

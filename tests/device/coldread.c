@@ -155,21 +155,7 @@ static cl_context ctx;
 static cl_device_id dev;
 static cl_command_queue q, qn;
 
-static cl_program build(const char *s, const char *opts)
-{
-    cl_int err;
-    cl_program p = clCreateProgramWithSource(ctx, 1, &s, NULL, &err);
-    CK(err);
-    err = clBuildProgram(p, 1, &dev, opts, NULL, NULL);
-    if (err != CL_SUCCESS) {
-        char log[1 << 14] = "";
-        clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-        fprintf(stdout, "build (%s) failed: %d\n%.3000s\n", opts, (int)err, log);
-        clReleaseProgram(p);
-        return NULL;
-    }
-    return p;
-}
+static cl_program build(const char *s, const char *opts) { return probe_build(ctx, dev, 1, &s, opts); }
 
 static double ev_us(cl_event e)
 {

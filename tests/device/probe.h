@@ -82,6 +82,22 @@ static inline cl_device_id probe_gpu(const char *who, cl_uint *cus)
     return dev;
 }
 
+/* The program of n sources built for dev with opts; on failure the build
+ * log goes to stderr and NULL comes back. */
+static inline cl_program probe_build(cl_context ctx, cl_device_id dev, cl_uint n, const char **srcs, const char *opts)
+{
+    cl_int err;
+    cl_program p = clCreateProgramWithSource(ctx, n, srcs, NULL, &err);
+    CK(err);
+    err = clBuildProgram(p, 1, &dev, opts, NULL, NULL);
+    if (err == CL_SUCCESS) return p;
+    char log[1 << 15] = "";
+    clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
+    fprintf(stderr, "build (%s): %d\n%s\n", opts, (int)err, log);
+    clReleaseProgram(p);
+    return NULL;
+}
+
 /* A context on dev with a profiling queue *qp and, where qn is not NULL, a
  * queue without profiling *qn (exits on failure). */
 static inline cl_context probe_context(cl_device_id dev, cl_command_queue *qp, cl_command_queue *qn)

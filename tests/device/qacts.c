@@ -204,16 +204,8 @@ int main(void)
     ctx = probe_context(dev, &qp, NULL);
     char *common = slurp("kernels/common.cl"), *quant = slurp("kernels/quantize.cl");
     const char *srcs[4] = {common, "\n#line 1 \"quantize.cl\"\n", quant, probe_src};
-    cl_program prog = clCreateProgramWithSource(ctx, 4, srcs, NULL, &err);
-    CK(err);
-    err = clBuildProgram(prog, 1, &dev, "-cl-fp32-correctly-rounded-divide-sqrt -DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1", NULL,
-                         NULL);
-    if (err != CL_SUCCESS) {
-        char log[1 << 15];
-        clGetProgramBuildInfo(prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-        fprintf(stderr, "build: %d\n%s\n", (int)err, log);
-        return 1;
-    }
+    cl_program prog = probe_build(ctx, dev, 4, srcs, "-cl-fp32-correctly-rounded-divide-sqrt -DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1");
+    if (!prog) return 1;
     cl_kernel kq = clCreateKernel(prog, "q_acts_rows", &err);
     CK(err);
     cl_kernel ke = clCreateKernel(prog, "empty1", &err), ks = clCreateKernel(prog, "spin", &err);

@@ -826,19 +826,16 @@ static void test_host_activations_counts(void **state)
     if (!ocl) skip();
     const uint64_t in = 300, out = 17, TM = 40;
     hostact h = hostact_new(131, out, in, TM);
-    float *x = h.x, *y = h.y;
-    bitnet_buffer *dx = h.dx, *dy = h.dy;
-    const bitnet_ternary_matrix wd = h.wd;
     for (int pass = 0; pass < 2; pass++)
         for (uint64_t k = 1; k <= TM; k++) {
             const uint64_t T = pass ? TM + 1 - k : k;
-            for (uint64_t i = 0; i < T * out; i++) y[i] = -7.0f;
-            bitnet_bitlinear_io io = {.tokens = T, .x = x, .y = y};
-            assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
-            bitnet_bitlinear_io iod = {.tokens = T, .x = D(dx), .y = D(dy)};
-            assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
-            float *got = down(dy, T * out * 4);
-            assert_memory_equal(got, y, T * out * 4);
+            for (uint64_t i = 0; i < T * out; i++) h.y[i] = -7.0f;
+            bitnet_bitlinear_io io = {.tokens = T, .x = h.x, .y = h.y};
+            assert_int_equal(bitnet_bitlinear(ocl, &h.wd, &io), BITNET_OK);
+            bitnet_bitlinear_io iod = {.tokens = T, .x = D(h.dx), .y = D(h.dy)};
+            assert_int_equal(bitnet_bitlinear(ocl, &h.wd, &iod), BITNET_OK);
+            float *got = down(h.dy, T * out * 4);
+            assert_memory_equal(got, h.y, T * out * 4);
             free(got);
         }
     hostact_free(&h);

@@ -1,10 +1,17 @@
 /*
- * devmem.c - the registry of device addresses (see devmem.h): a sorted array
- * of reserved ranges under a read-write lock.
+ * devmem.c - the registry of device addresses (see devmem.h): a balanced
+ * search tree (POSIX tsearch) of reserved ranges under a read-write lock.
+ *
+ * Registered ranges never overlap, so ordering them by "lies wholly before"
+ * is a total order, and a one-byte key at an address compares equal to the
+ * one range that contains it: looking up, adding and removing all take
+ * O(log n).  (A sorted array made adding and removing O(n) each, and a
+ * bench row with 262144 tiny device buffers spent a minute in memmove.)
  */
 #include "devmem.h"
 
 #include <pthread.h>
+#include <search.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -16,19 +23,15 @@ typedef struct {
 } range;
 
 static pthread_rwlock_t lock = PTHREAD_RWLOCK_INITIALIZER;
-static range *ranges;
-static size_t nranges, capranges;
+static void *root;
 
-/* The first range whose base is > p (0..nranges). */
-static size_t upper(uintptr_t p)
+/* <0, 0, >0: a lies before b, they overlap, a lies after b. */
+static int cmp(const void *pa, const void *pb)
 {
-    size_t lo = 0, hi = nranges;
-    while (lo < hi) {
-        const size_t mid = lo + (hi - lo) / 2;
-        if (ranges[mid].base <= p) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
+    const range *a = pa, *b = pb;
+    if (a->base + a->bytes <= b->base) return -1;
+    if (b->base + b->bytes <= a->base) return 1;
+    return 0;
 }
 
 bitnet_status bn_devmem_register(size_t bytes, void *owner, void *handle, void **addr)
@@ -39,25 +42,22 @@ bitnet_status bn_devmem_register(size_t bytes, void *owner, void *handle, void *
     if (bytes == 0 || bn_add_size(bytes, page - 1, &span))
         return bn_fail(BITNET_E_OVERFLOW, "device buffer of %zu bytes: no address range fits", bytes);
     span -= span % page;
+    range *r = malloc(sizeof *r);
+    if (!r) return bn_fail(BITNET_E_NOMEM, "device buffer registry: out of memory");
     void *p = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return bn_fail(BITNET_E_NOMEM, "device buffer of %zu bytes: no address range left", bytes);
-    pthread_rwlock_wrlock(&lock);
-    if (nranges == capranges) {
-        const size_t cap = capranges ? capranges * 2 : 64;
-        range *a = realloc(ranges, cap * sizeof *a);
-        if (!a) {
-            pthread_rwlock_unlock(&lock);
-            munmap(p, span);
-            return bn_fail(BITNET_E_NOMEM, "device buffer registry: out of memory");
-        }
-        ranges = a;
-        capranges = cap;
+    if (p == MAP_FAILED) {
+        free(r);
+        return bn_fail(BITNET_E_NOMEM, "device buffer of %zu bytes: no address range left", bytes);
     }
-    const size_t i = upper((uintptr_t)p);
-    memmove(&ranges[i + 1], &ranges[i], (nranges - i) * sizeof *ranges);
-    ranges[i] = (range){(uintptr_t)p, bytes, span, owner, handle};
-    nranges++;
+    *r = (range){(uintptr_t)p, bytes, span, owner, handle};
+    pthread_rwlock_wrlock(&lock);
+    void *node = tsearch(r, &root, cmp);
     pthread_rwlock_unlock(&lock);
+    if (!node) { /* the tree's node could not be allocated */
+        munmap(p, span);
+        free(r);
+        return bn_fail(BITNET_E_NOMEM, "device buffer registry: out of memory");
+    }
     *addr = p;
     return BITNET_OK;
 }
@@ -65,27 +65,31 @@ bitnet_status bn_devmem_register(size_t bytes, void *owner, void *handle, void *
 void bn_devmem_unregister(void *addr)
 {
     if (!addr) return;
+    const range key = {(uintptr_t)addr, 1, 0, NULL, NULL};
+    range *r = NULL;
     pthread_rwlock_wrlock(&lock);
-    const size_t i = upper((uintptr_t)addr);
-    if (i > 0 && ranges[i - 1].base == (uintptr_t)addr) {
-        const size_t span = ranges[i - 1].span;
-        memmove(&ranges[i - 1], &ranges[i], (nranges - i) * sizeof *ranges);
-        nranges--;
-        munmap(addr, span);
+    void *node = tfind(&key, &root, cmp);
+    if (node && (*(range **)node)->base == (uintptr_t)addr) { /* only a range's own start unregisters it */
+        r = *(range **)node;
+        tdelete(r, &root, cmp);
     }
     pthread_rwlock_unlock(&lock);
+    if (r) {
+        munmap(addr, r->span);
+        free(r);
+    }
 }
 
 int bn_devmem_find(const void *p, bn_devref *ref)
 {
-    const uintptr_t a = (uintptr_t)p;
-    int found = 0;
     if (!p) return 0;
+    const range key = {(uintptr_t)p, 1, 0, NULL, NULL};
+    int found = 0;
     pthread_rwlock_rdlock(&lock);
-    const size_t i = nranges ? upper(a) : 0;
-    if (i > 0 && a - ranges[i - 1].base < ranges[i - 1].bytes) {
-        const range *r = &ranges[i - 1];
-        *ref = (bn_devref){r->owner, r->handle, (size_t)(a - r->base), r->bytes};
+    void *node = tfind(&key, &root, cmp);
+    if (node) {
+        const range *r = *(range **)node;
+        *ref = (bn_devref){r->owner, r->handle, (size_t)((uintptr_t)p - r->base), r->bytes};
         found = 1;
     }
     pthread_rwlock_unlock(&lock);

@@ -67,9 +67,11 @@ struct bn_ocl {
     bn_ocl_caps caps;
     bn_ocl_prog *progs;
     size_t nprogs;
-    /* pool: buffers handed out, and idle ones kept for reuse */
-    bn_ocl_buf *used, *idle;
-    size_t nused, capused, nidle, capidle;
+    /* pool: buffers handed out (a tsearch tree of bn_ocl_buf nodes by
+     * handle), and idle ones kept for reuse, oldest first */
+    void *used;
+    bn_ocl_buf *idle;
+    size_t nidle, capidle;
     size_t idle_bytes;
     bitnet_pool_stats pstats;
     /* launched kernels whose time is not collected yet */

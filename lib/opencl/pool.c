@@ -6,11 +6,23 @@
  * released buffer serves later requests of nearby sizes.  Idle buffers are
  * kept up to a cap (a quarter of device memory, at most 1 GiB), oldest
  * released first when over it.
+ *
+ * Buffers handed out are found again by handle in a search tree (POSIX
+ * tsearch): a bench row that keeps 262144 tiny buffers on the device spent
+ * three quarters of its 30 s in the linear scan an array needed on release.
  */
 #include "ocl_impl.h"
 
+#include <search.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+static int cmp_mem(const void *a, const void *b)
+{
+    const uintptr_t x = (uintptr_t)((const bn_ocl_buf *)a)->m, y = (uintptr_t)((const bn_ocl_buf *)b)->m;
+    return (x > y) - (x < y);
+}
 
 static size_t size_class(size_t bytes, size_t max_alloc)
 {
@@ -74,10 +86,8 @@ bitnet_status bn_ocl_alloc(bn_ocl *o, size_t bytes, cl_mem *m)
         return bn_fail(BITNET_E_DEVICE_MEMORY, "a buffer of %zu bytes exceeds CL_DEVICE_MAX_MEM_ALLOC_SIZE (%llu) of %s",
                        bytes, (unsigned long long)o->caps.max_alloc, o->caps.name);
     size_t cls = size_class(bytes, o->caps.max_alloc);
-    if (o->nused == o->capused) { /* make room first: a failure later would leak the buffer */
-        if (push(&o->used, &o->nused, &o->capused, NULL, 0) != 0) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
-        o->nused--;
-    }
+    bn_ocl_buf *node = malloc(sizeof *node); /* first: a failure later would leak the buffer */
+    if (!node) return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
     o->pstats.allocs++;
     cl_mem got = NULL;
     for (size_t i = o->nidle; i-- > 0;)
@@ -98,11 +108,18 @@ bitnet_status bn_ocl_alloc(bn_ocl *o, size_t bytes, cl_mem *m)
         }
         if (!got) {
             o->pstats.allocs--;
+            free(node);
             return bn_cl_fail(err, "clCreateBuffer(ctx, CL_MEM_READ_WRITE, size, NULL, &err)", __FILE__, __LINE__);
         }
         o->pstats.misses++;
     }
-    push(&o->used, &o->nused, &o->capused, got, cls); /* room was made above */
+    *node = (bn_ocl_buf){got, cls};
+    if (!tsearch(node, &o->used, cmp_mem)) { /* the tree's own node could not be allocated */
+        o->pstats.allocs--;
+        clReleaseMemObject(got);
+        free(node);
+        return bn_fail(BITNET_E_NOMEM, "opencl: out of memory");
+    }
     o->pstats.bytes_in_use += cls;
     if (o->pstats.bytes_in_use > o->pstats.peak_bytes) o->pstats.peak_bytes = o->pstats.bytes_in_use;
     bn_ocl_note_peak(o);
@@ -113,21 +130,24 @@ bitnet_status bn_ocl_alloc(bn_ocl *o, size_t bytes, cl_mem *m)
 void bn_ocl_release(bn_ocl *o, cl_mem m)
 {
     if (!o || !m) return;
-    for (size_t i = 0; i < o->nused; i++)
-        if (o->used[i].m == m) {
-            size_t size = o->used[i].size;
-            o->used[i] = o->used[--o->nused];
-            o->pstats.releases++;
-            o->pstats.bytes_in_use -= size;
-            if (size > idle_cap(o) || push(&o->idle, &o->nidle, &o->capidle, m, size) != 0) {
-                clReleaseMemObject(m);
-                return;
-            }
-            o->idle_bytes += size;
-            while (o->idle_bytes > idle_cap(o) && o->nidle) drop_idle(o, 0);
-            return;
-        }
-    clReleaseMemObject(m); /* not from the pool */
+    const bn_ocl_buf key = {m, 0};
+    void *found = tfind(&key, &o->used, cmp_mem);
+    if (!found) {
+        clReleaseMemObject(m); /* not from the pool */
+        return;
+    }
+    bn_ocl_buf *node = *(bn_ocl_buf **)found;
+    const size_t size = node->size;
+    tdelete(node, &o->used, cmp_mem);
+    free(node);
+    o->pstats.releases++;
+    o->pstats.bytes_in_use -= size;
+    if (size > idle_cap(o) || push(&o->idle, &o->nidle, &o->capidle, m, size) != 0) {
+        clReleaseMemObject(m);
+        return;
+    }
+    o->idle_bytes += size;
+    while (o->idle_bytes > idle_cap(o) && o->nidle) drop_idle(o, 0);
 }
 
 void bn_ocl_note_peak(bn_ocl *o)
@@ -144,13 +164,19 @@ void bn_ocl_pool_stats(const bn_ocl *o, bitnet_pool_stats *out)
     out->device_peak_bytes = o->device_peak;
 }
 
+static void release_node(void *p)
+{
+    clReleaseMemObject(((bn_ocl_buf *)p)->m);
+    free(p);
+}
+
 void bn_ocl_pool_free(bn_ocl *o)
 {
     bn_ocl_pool_trim(o);
-    for (size_t i = 0; i < o->nused; i++) clReleaseMemObject(o->used[i].m);
-    free(o->used);
+    tdestroy(o->used, release_node);
     free(o->idle);
-    o->used = o->idle = NULL;
-    o->nused = o->nidle = o->capused = o->capidle = 0;
+    o->used = NULL;
+    o->idle = NULL;
+    o->nidle = o->capidle = 0;
 }
 

@@ -95,9 +95,8 @@ struct bn_ocl {
     unsigned slot_used;
     int status_failed; /* could not be made: flags are pooled buffers */
     uint64_t device_peak;
-    /* kept weights (keep.c), sorted by host address */
-    bn_ocl_kept *kept;
-    size_t nkept, capkept;
+    /* kept weights (keep.c): a tsearch tree of bn_ocl_kept nodes by host address */
+    void *kept;
     uint64_t kept_bytes;
 };
 

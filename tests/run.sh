@@ -29,6 +29,7 @@ run_one() { # name, command...
     name=$1
     shift
     echo "# $name"
+    t0=$(date +%s)
     "$@" >"$log" 2>&1
     rc=$?
     again=0
@@ -39,6 +40,7 @@ run_one() { # name, command...
         rc=$?
     done
     cat "$log"
+    echo "# $name took $(($(date +%s) - t0)) s" # where CI's time goes
     p=$(grep -c '^ok ' "$log")
     f=$(grep -c '^not ok ' "$log")
     pass=$((pass + p))

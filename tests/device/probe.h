@@ -1,10 +1,10 @@
 /*
  * probe.h - what the stand-alone GPU-machine probes of tests/device/
- * (latency.c, int8_input.c, mma_peak.c, qacts.c, between.c) share: a wall
- * clock, the median of a sample, CK, which exits with the call and line of
- * a failed OpenCL call, args, which sets a run of kernel arguments, and
- * probe_gpu, the first GPU.  Not part of the
- * library or its tests.
+ * (latency.c, int8_input.c, mma_peak.c, qacts.c, between.c, hostcost.c)
+ * share: a wall clock, the median of a sample, CK, which exits with the
+ * call and line of a failed OpenCL call, args, which sets a run of kernel
+ * arguments, and probe_gpu, the first GPU.  Not part of the library or its
+ * tests.
  */
 #ifndef BITNET_PROBE_H
 #define BITNET_PROBE_H

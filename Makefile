@@ -248,7 +248,7 @@ device: all
 	$(Q)sh tests/device/stage.sh $(BUILD)
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-fuzz build-pocl-cache
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
 

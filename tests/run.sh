@@ -64,6 +64,13 @@ if [ "$what" = all ] || [ "$what" = unit ]; then
     done
 fi
 if [ "$what" = all ] || [ "$what" = cli ]; then
+    # Each CLI test starts with empty caches (tests/cli/lib.sh), our kernel
+    # cache and PoCL's alike, so every script had PoCL compile the same
+    # kernels again: test_bench spent 25 of its 100 s compiling for one
+    # matmul_f32 row.  PoCL's compiled kernels (keyed by source and options)
+    # are shared by the scripts of a run and by later runs; ours stay fresh.
+    export POCL_CACHE_DIR="${POCL_CACHE_DIR:-$top/build-pocl-cache}"
+    mkdir -p "$POCL_CACHE_DIR"
     for t in "$top"/tests/cli/test_*.sh; do
         [ -f "$t" ] || continue
         BIN="$top/$BUILD/bin" TESTDATA="$top/testdata" BUILD="$BUILD" run_one "$(basename "$t" .sh)" sh "$t"

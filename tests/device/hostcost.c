@@ -89,6 +89,33 @@ static void set22(cl_kernel k, cl_mem *b)
 
 static const size_t gs = 16384, ls = 256;
 
+/* The two sub-buffers of a call: the scale and the sums behind the codes. */
+static void two_subs(cl_mem xq, cl_mem *s1, cl_mem *s2)
+{
+    cl_int err;
+    const cl_buffer_region r1 = {16384, 4}, r2 = {16896, 4};
+    *s1 = clCreateSubBuffer(xq, 0, CL_BUFFER_CREATE_TYPE_REGION, &r1, &err);
+    CK(err);
+    *s2 = clCreateSubBuffer(xq, 0, CL_BUFFER_CREATE_TYPE_REGION, &r2, &err);
+    CK(err);
+}
+
+/* k22 with its arguments set from b (set22), launched. */
+static void launch(cl_kernel k, cl_mem *b)
+{
+    set22(k, b);
+    CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
+}
+
+/* bytes of src read into dst, then waited for. */
+static void read_wait(cl_mem src, void *dst, size_t bytes)
+{
+    cl_event e;
+    CK(clEnqueueReadBuffer(q, src, CL_FALSE, 0, bytes, dst, 0, NULL, &e));
+    CK(clWaitForEvents(1, &e));
+    clReleaseEvent(e);
+}
+
 int main(void)
 {
     cl_uint cus;
@@ -118,10 +145,9 @@ int main(void)
     CK(clFinish(q));
     double t[REPS];
 
-#define TIMED(name, SETUP, ...)                                                 \
+#define TIMED(name, ...)                                                       \
     do {                                                                         \
         for (int r = 0; r < REPS; r++) {                                         \
-            SETUP;                                                               \
             const double t0 = now_us();                                          \
             __VA_ARGS__;                                                         \
             t[r] = now_us() - t0;                                                \
@@ -130,108 +156,64 @@ int main(void)
         printf("%-52s %7.2f us\n", name, median(t, REPS));                       \
     } while (0)
 
-    TIMED("write 16900 B from pinned (non-blocking)", (void)0,
+    TIMED("write 16900 B from pinned (non-blocking)",
           CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, ph, 0, NULL, NULL)));
-    TIMED("write 16900 B from malloc'd (non-blocking)", (void)0,
+    TIMED("write 16900 B from malloc'd (non-blocking)",
           CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, heap, 0, NULL, NULL)));
-    TIMED("write 16900 B from malloc'd (blocking)", (void)0,
+    TIMED("write 16900 B from malloc'd (blocking)",
           CK(clEnqueueWriteBuffer(q, xq, CL_TRUE, 0, up, heap, 0, NULL, NULL)));
-    TIMED("copy 16900 B from the pinned buffer", (void)0,
+    TIMED("copy 16900 B from the pinned buffer",
           CK(clEnqueueCopyBuffer(q, pin, xq, 0, 0, up, 0, NULL, NULL)));
-    TIMED("two sub-buffers made and released", (void)0, {
-        cl_buffer_region r1 = {16384, 4}, r2 = {16896, 4};
-        cl_mem s1 = clCreateSubBuffer(xq, 0, CL_BUFFER_CREATE_TYPE_REGION, &r1, &err);
-        CK(err);
-        cl_mem s2 = clCreateSubBuffer(xq, 0, CL_BUFFER_CREATE_TYPE_REGION, &r2, &err);
-        CK(err);
+    TIMED("two sub-buffers made and released", {
+        cl_mem s1, s2;
+        two_subs(xq, &s1, &s2);
         clReleaseMemObject(s1);
         clReleaseMemObject(s2);
     });
     cl_mem b8[8] = {b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]};
     cl_mem b5[8] = {b[0], b[1], b[2], b[3], NULL, b[5], NULL, NULL};
     cl_mem b1[8] = {b[0], b[0], b[0], b[0], b[0], b[0], b[0], b[0]};
-    TIMED("launch, 8 distinct buffers set", (void)0, {
-        set22(k, b8);
-        CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-    });
-    TIMED("launch, 5 buffers and 3 NULL set", (void)0, {
-        set22(k, b5);
-        CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-    });
-    TIMED("launch, one buffer 8 times set", (void)0, {
-        set22(k, b1);
-        CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-    });
+    TIMED("launch, 8 distinct buffers set", launch(k, b8));
+    TIMED("launch, 5 buffers and 3 NULL set", launch(k, b5));
+    TIMED("launch, one buffer 8 times set", launch(k, b1));
     set22(k, b8);
-    TIMED("launch, 8 distinct buffers, nothing set again", (void)0,
+    TIMED("launch, 8 distinct buffers, nothing set again",
           CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL)));
-    TIMED("only setting the 22 arguments", (void)0, set22(k, b8));
-    TIMED("read 65536 B to pinned, then wait", (void)0, {
-        cl_event e;
-        CK(clEnqueueReadBuffer(q, b[5], CL_FALSE, 0, down, ph + up, 0, NULL, &e));
-        CK(clWaitForEvents(1, &e));
-        clReleaseEvent(e);
-    });
-    TIMED("read 65536 B to malloc'd, then wait", (void)0, {
-        cl_event e;
-        CK(clEnqueueReadBuffer(q, b[5], CL_FALSE, 0, down, heap + up, 0, NULL, &e));
-        CK(clWaitForEvents(1, &e));
-        clReleaseEvent(e);
-    });
-    TIMED("read 65536 B to pinned, wait, copy to malloc'd", (void)0, {
-        cl_event e;
-        CK(clEnqueueReadBuffer(q, b[5], CL_FALSE, 0, down, ph + up, 0, NULL, &e));
-        CK(clWaitForEvents(1, &e));
-        clReleaseEvent(e);
+    TIMED("only setting the 22 arguments", set22(k, b8));
+    TIMED("read 65536 B to pinned, then wait", read_wait(b[5], ph + up, down));
+    TIMED("read 65536 B to malloc'd, then wait", read_wait(b[5], heap + up, down));
+    TIMED("read 65536 B to pinned, wait, copy to malloc'd", {
+        read_wait(b[5], ph + up, down);
         memcpy(heap + up, ph + up, down);
     });
     for (int round = 0; round < 2; round++) {
-        TIMED("call: write (malloc'd, blocking), launch, read, wait", (void)0, {
+        TIMED("call: write (malloc'd, blocking), launch, read, wait", {
             CK(clEnqueueWriteBuffer(q, xq, CL_TRUE, 0, up, heap, 0, NULL, NULL));
             cl_mem bb[8] = {b[0], xq, b[2], b[3], b[5], b[5], b[6], b[5]};
-            set22(k, bb);
-            CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-            cl_event e;
-            CK(clEnqueueReadBuffer(q, b[5], CL_FALSE, 0, down, ph + up, 0, NULL, &e));
-            CK(clWaitForEvents(1, &e));
-            clReleaseEvent(e);
+            launch(k, bb);
+            read_wait(b[5], ph + up, down);
         });
-        TIMED("call: write, 2 sub-buffers, launch (8 buffers), read, wait", (void)0, {
+        TIMED("call: write, 2 sub-buffers, launch (8 buffers), read, wait", {
             CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, ph, 0, NULL, NULL));
-            cl_buffer_region r1 = {16384, 4}, r2 = {16896, 4};
-            cl_mem s1 = clCreateSubBuffer(xq, 0, CL_BUFFER_CREATE_TYPE_REGION, &r1, &err);
-            CK(err);
-            cl_mem s2 = clCreateSubBuffer(xq, 0, CL_BUFFER_CREATE_TYPE_REGION, &r2, &err);
-            CK(err);
+            cl_mem s1, s2;
+            two_subs(xq, &s1, &s2);
             cl_mem bb[8] = {b[0], xq, s1, b[3], b[5], b[5], s2, b[5]};
-            set22(k, bb);
-            CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-            cl_event e;
-            CK(clEnqueueReadBuffer(q, b[5], CL_FALSE, 0, down, ph + up, 0, NULL, &e));
-            CK(clWaitForEvents(1, &e));
-            clReleaseEvent(e);
+            launch(k, bb);
+            read_wait(b[5], ph + up, down);
             clReleaseMemObject(s1);
             clReleaseMemObject(s2);
         });
-        TIMED("call: write, launch (4 buffers, 4 NULL), read, wait", (void)0, {
+        TIMED("call: write, launch (4 buffers, 4 NULL), read, wait", {
             CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, ph, 0, NULL, NULL));
             cl_mem bb[8] = {b[0], xq, xq, b[3], NULL, b[5], NULL, NULL};
-            set22(k, bb);
-            CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-            cl_event e;
-            CK(clEnqueueReadBuffer(q, b[5], CL_FALSE, 0, down, ph + up, 0, NULL, &e));
-            CK(clWaitForEvents(1, &e));
-            clReleaseEvent(e);
+            launch(k, bb);
+            read_wait(b[5], ph + up, down);
         });
-        TIMED("call: write, launch (8 buffers, no sub-buffers), read, wait", (void)0, {
+        TIMED("call: write, launch (8 buffers, no sub-buffers), read, wait", {
             CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, ph, 0, NULL, NULL));
             cl_mem bb[8] = {b[0], xq, b[2], b[3], b[5], b[5], b[6], b[5]};
-            set22(k, bb);
-            CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-            cl_event e;
-            CK(clEnqueueReadBuffer(q, b[5], CL_FALSE, 0, down, ph + up, 0, NULL, &e));
-            CK(clWaitForEvents(1, &e));
-            clReleaseEvent(e);
+            launch(k, bb);
+            read_wait(b[5], ph + up, down);
         });
     }
     return 0;

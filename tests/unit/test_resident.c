@@ -948,6 +948,57 @@ static void test_memory_stats(void **state)
     assert_int_equal(p1.buffer_bytes, p0.buffer_bytes);
 }
 
+/* Thousands of live buffers, freed in a shuffled order between new ones (the
+ * pattern of bitnet-bench rotating tiny sets): each still holds its own
+ * values, an op on an address inside each finds that buffer, and once all
+ * are freed the pool and buffer byte counts are back where they started. */
+static void test_many_buffers(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    enum { N = 3000, MORE = 1000, ALL = N + MORE };
+    uint64_t rng = 77;
+    bitnet_pool_stats p0, p1;
+    bitnet_backend_pool_stats(ocl, &p0);
+    bitnet_buffer **b = calloc(ALL, sizeof *b);
+    size_t *n = calloc(ALL, sizeof *n), *order = malloc(N * sizeof *order);
+    float *v = malloc(300 * sizeof *v), *got = malloc(300 * sizeof *got);
+    assert_non_null(b), assert_non_null(n), assert_non_null(order), assert_non_null(v), assert_non_null(got);
+    /* buffer i holds n[i] floats i + j / 512 (exact), j = 0 .. n[i] - 1 */
+    for (size_t i = 0; i < ALL; i++) {
+        if (i == N) { /* two thirds of the first N go, in a shuffled order */
+            for (size_t k = 0; k < N; k++) order[k] = k;
+            for (size_t k = N - 1; k > 0; k--) {
+                const size_t r = (size_t)(tu_xorshift(&rng) % (k + 1)), t = order[k];
+                order[k] = order[r], order[r] = t;
+            }
+            for (size_t k = 0; k < 2 * N / 3; k++) {
+                bitnet_buffer_free(b[order[k]]);
+                b[order[k]] = NULL;
+            }
+        }
+        n[i] = 1 + (size_t)(tu_xorshift(&rng) % 300);
+        for (size_t j = 0; j < n[i]; j++) v[j] = (float)i + (float)j / 512.0f;
+        b[i] = up(ocl, v, n[i] * 4);
+    }
+    for (size_t i = 0; i < ALL; i++) {
+        if (!b[i]) continue;
+        assert_int_equal(bitnet_buffer_read(b[i], 0, got, n[i] * 4), BITNET_OK);
+        for (size_t j = 0; j < n[i]; j++) assert_true(got[j] == (float)i + (float)j / 512.0f);
+        if (i % 97 == 0) { /* an interior address of this buffer, read by an op */
+            const size_t o = n[i] / 2;
+            assert_int_equal(bitnet_scale(ocl, (const float *)D(b[i]) + o, n[i] - o, 2.0f, got), BITNET_OK);
+            for (size_t j = o; j < n[i]; j++) assert_true(got[j - o] == 2.0f * ((float)i + (float)j / 512.0f));
+        }
+    }
+    for (size_t i = ALL; i-- > 0;) bitnet_buffer_free(b[i]);
+    bitnet_backend_pool_stats(ocl, &p1);
+    assert_int_equal(p1.buffer_bytes, p0.buffer_bytes);
+    assert_int_equal(p1.bytes_in_use, p0.bytes_in_use);
+    assert_int_equal(p1.allocs - p0.allocs, p1.releases - p0.releases);
+    free(b), free(n), free(order), free(v), free(got);
+}
+
 /* ---- threads ------------------------------------------------------------------------------ */
 
 typedef struct {
@@ -1035,7 +1086,8 @@ int main(void)
         cmocka_unit_test(test_bitlinear_matmul), cmocka_unit_test(test_offsets),
         cmocka_unit_test(test_chain),            cmocka_unit_test(test_read_waits_and_early_free),
         cmocka_unit_test(test_late_error),       cmocka_unit_test(test_big_transfers), cmocka_unit_test(test_out_of_memory),
-        cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_many_buffers),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_host_activations), cmocka_unit_test(test_host_activations_counts),
         cmocka_unit_test(test_many_checks),
         cmocka_unit_test(test_requant_overflow),

@@ -1,6 +1,7 @@
 /*
  * probe.h - what the stand-alone GPU-machine probes of tests/device/
- * (latency.c, int8_input.c, mma_peak.c, qacts.c, between.c, hostcost.c)
+ * (latency.c, int8_input.c, mma_peak.c, qacts.c, between.c, hostcost.c,
+ * wgmma.c)
  * share: a wall clock, the median of a sample, CK, which exits with the
  * call and line of a failed OpenCL call, args, which sets a run of kernel
  * arguments, and probe_gpu, the first GPU.  Not part of the library or its

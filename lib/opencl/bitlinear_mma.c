@@ -97,6 +97,22 @@
  * work-group (64 tokens of 4096x14336 49.0 against 94.5 us); 32 tokens a
  * pass against 64 at 64 tokens; the k parts added by the work-group that
  * finishes a tile last instead of bl_mma_sum (61.6 against 40.8 us).
+ * Tried and not kept yet (H200, 2026-12-03; the code is on the branch
+ * wgmma-gemm): bl_gemm_wg, Hopper's wgmma.mma_async m64nNk32 (u8 codes
+ * decoded into A registers, the activations staged by cp.async as 8 x 16
+ * byte core matrices read through a descriptor) reached from OpenCL C by
+ * patching the program's PTX to sm_90a (tests/device/wgmma.c: the
+ * instruction runs at 1.9 POPS, 1.5x mma.sync).  Exact on the H200 and
+ * under emulation, but slower, two alternating rounds, kernel medians of
+ * the product in us, bl_gemm_wg (64 tokens a pass, 2 tiles of 64 rows,
+ * chunks of 2 blocks) against this kernel: 16384x16384 at 16 / 64 / 512
+ * tokens 66.9-71.0 / 150.8-154.1 / 748.6-781.1 against 44.4-47.2 /
+ * 82.4-82.8 / 454-458; 4096x14336 28.1-29.6 / 41.8-42.1 / 166.9-171.7
+ * against 23.9-25.7 / 32.0-32.4 / 110.7-112.4.  Waiting for each block's
+ * group only after issuing the next changed nothing; of five other
+ * geometries the best at 512 tokens of 16384x16384 was 4 row tiles of 64
+ * (633 us).  What holds it back was not found (ptxas's notes on the
+ * patched build were not read).
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

@@ -98,14 +98,12 @@ int main(int argc, char **argv)
                     CK(clSetKernelArg(k, 1, sizeof iters, &iters));
                     double t[REPS];
                     for (int r = -2; r < REPS; r++) {
-                        cl_event ev;
-                        CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, &ev));
-                        CK(clWaitForEvents(1, &ev));
-                        cl_ulong t0, t1;
-                        CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL));
-                        CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL));
-                        clReleaseEvent(ev);
-                        if (r >= 0) t[r] = (double)(t1 - t0) * 1e-9;
+                        const double s = probe_kernel_s(q, k, global, local);
+                        if (s < 0) {
+                            fprintf(stderr, "mma_peak: launch refused (%s, %d warps)\n", opts, warps[wi]);
+                            return 1;
+                        }
+                        if (r >= 0) t[r] = s;
                     }
                     const double med = median(t, REPS);
                     const double mmas = (double)(global / 32) * iters * accs[ai];

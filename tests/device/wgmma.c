@@ -318,17 +318,9 @@ static void rate(cl_context ctx, cl_device_id dev, cl_command_queue q, int n, cl
                 double t[REPS];
                 int ok = 1;
                 for (int r = -2; r < REPS && ok; r++) {
-                    cl_event ev;
-                    if (clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, &ev) != CL_SUCCESS) {
-                        ok = 0;
-                        break;
-                    }
-                    CK(clWaitForEvents(1, &ev));
-                    cl_ulong t0, t1;
-                    CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL));
-                    CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL));
-                    clReleaseEvent(ev);
-                    if (r >= 0) t[r] = (double)(t1 - t0) * 1e-9;
+                    const double s = probe_kernel_s(q, k, global, local);
+                    ok = s >= 0;
+                    if (r >= 0) t[r] = s;
                 }
                 if (ok) {
                     const double med = median(t, REPS);

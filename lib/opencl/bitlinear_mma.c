@@ -111,8 +111,17 @@
  * against 23.9-25.7 / 32.0-32.4 / 110.7-112.4.  Waiting for each block's
  * group only after issuing the next changed nothing; of five other
  * geometries the best at 512 tokens of 16384x16384 was 4 row tiles of 64
- * (633 us).  What holds it back was not found (ptxas's notes on the
- * patched build were not read).
+ * (633 us).  The codes staged by cp.async beside the activations (three
+ * stages of one block), in a later call: 16384x16384 62.2-62.7 / 145.0-
+ * 150.9 / 673-680 us, 4096x14336 25.8-26.8 / 57.4-57.9 / 162.4-162.8,
+ * 14336x4096 at 512 tokens 250.5-250.9 against 157.1-157.3, 4096x4096
+ * 65.2-65.5 against 47.3-47.4; 4 row tiles of 64 622 us on 16384x16384 at
+ * 512, 128 tokens a pass with one tile 1132 us.  The time follows the
+ * activations each work-group stages (1 GiB at 512 tokens of 16384x16384
+ * for 128 x 64 tiles, which at the tensor cores' rate would need about 11
+ * TB/s from the L2): larger tiles (two warpgroups a work-group, 128 tokens
+ * a pass) are the next thing to try, within NVIDIA's 48 KiB of local
+ * memory.  ptxas's notes on the patched build were not read.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

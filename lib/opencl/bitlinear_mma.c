@@ -116,12 +116,18 @@
  * 150.9 / 673-680 us, 4096x14336 25.8-26.8 / 57.4-57.9 / 162.4-162.8,
  * 14336x4096 at 512 tokens 250.5-250.9 against 157.1-157.3, 4096x4096
  * 65.2-65.5 against 47.3-47.4; 4 row tiles of 64 622 us on 16384x16384 at
- * 512, 128 tokens a pass with one tile 1132 us.  The time follows the
- * activations each work-group stages (1 GiB at 512 tokens of 16384x16384
- * for 128 x 64 tiles, which at the tensor cores' rate would need about 11
- * TB/s from the L2): larger tiles (two warpgroups a work-group, 128 tokens
- * a pass) are the next thing to try, within NVIDIA's 48 KiB of local
- * memory.  ptxas's notes on the patched build were not read.
+ * 512, 128 tokens a pass with one tile 1132 us.  Where the time goes, a
+ * third call, 16384x16384 at 64 / 512 tokens: the default 144 / 669 us
+ * (this kernel 82 / 457); with the copies after the first stages left out
+ * (wrong sums) 72 / 285, with the wgmma left out 113 / 623.  So the
+ * streaming into local memory, not the tensor cores, holds it back, and
+ * larger tiles did not help: two warpgroups a work-group sharing the
+ * activations (half the bytes staged) took 180 / 922 us, and more than two
+ * do not launch (CL_KERNEL_WORK_GROUP_SIZE 256).  Not yet tried: a copy
+ * order without bank conflicts (in the unit-major layout the 8 lanes that
+ * copy one token's units write 1 KiB apart), or the codes repacked once
+ * on the device so that a lane's A words are one 16-byte load.  ptxas's
+ * notes on the patched build were not read.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

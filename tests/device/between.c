@@ -124,14 +124,6 @@ static double chain_us(cl_command_queue qq, cl_kernel ks, cl_kernel kt, cl_mem t
     return median(d, nd);
 }
 
-static double ev_us(cl_event e)
-{
-    cl_ulong s, t;
-    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof s, &s, NULL));
-    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
-    return (double)(t - s) / 1e3;
-}
-
 static void set_rd(cl_kernel k, cl_mem x, cl_mem out, cl_ulong n, cl_int rev, cl_ulong el_from)
 {
     args(k, 0, 5, A(x), A(out), A(n), A(rev), A(el_from));
@@ -269,7 +261,7 @@ int main(void)
                 }
                 CK(clEnqueueNDRangeKernel(q, k2, 1, NULL, &global, &local, 0, NULL, &e2));
                 CK(clFinish(q));
-                if (r >= 2) a[r - 2] = ev_us(e1), b[r - 2] = ev_us(e2);
+                if (r >= 2) a[r - 2] = probe_ev_us(e1), b[r - 2] = probe_ev_us(e2);
                 clReleaseEvent(e1);
                 clReleaseEvent(e2);
             }

@@ -157,14 +157,6 @@ static cl_command_queue q, qn;
 
 static cl_program build(const char *s, const char *opts) { return probe_build(ctx, dev, 1, &s, opts); }
 
-static double ev_us(cl_event e)
-{
-    cl_ulong s, t;
-    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof s, &s, NULL));
-    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
-    return (double)(t - s) / 1e3;
-}
-
 typedef struct {
     const char *name;
     cl_kernel k;
@@ -284,10 +276,10 @@ int main(int argc, char **argv)
                 CK(clFinish(q));
                 if (r > 0) {
                     ch[r - 1] = (double)(t[1] - t[0]) / 1e3 / CHAIN;
-                    evs[r - 1] = ev_us(e);
-                    idl[r - 1] = ev_us(e2);
-                    dty[r - 1] = ev_us(e3);
-                    sml[r - 1] = ev_us(e4);
+                    evs[r - 1] = probe_ev_us(e);
+                    idl[r - 1] = probe_ev_us(e2);
+                    dty[r - 1] = probe_ev_us(e3);
+                    sml[r - 1] = probe_ev_us(e4);
                 }
                 clReleaseEvent(e);
                 clReleaseEvent(e2);

@@ -3,8 +3,8 @@
  * (latency.c, int8_input.c, mma_peak.c, qacts.c, between.c, hostcost.c,
  * wgmma.c)
  * share: a wall clock, the median of a sample, CK, which exits with the
- * call and line of a failed OpenCL call, probe_kernel_s, one profiled
- * launch, args, which sets a run of kernel
+ * call and line of a failed OpenCL call, probe_ev_us, a command's profiled
+ * time, probe_kernel_s, one profiled launch, args, which sets a run of kernel
  * arguments, and probe_gpu, the first GPU.  Not part of the library or its
  * tests.
  */
@@ -100,19 +100,26 @@ static inline cl_program probe_build(cl_context ctx, cl_device_id dev, cl_uint n
     return NULL;
 }
 
+/* The profiled time of a finished command e, start to end, in us. */
+static inline double probe_ev_us(cl_event e)
+{
+    cl_ulong s, t;
+    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_START, sizeof s, &s, NULL));
+    CK(clGetEventProfilingInfo(e, CL_PROFILING_COMMAND_END, sizeof t, &t, NULL));
+    return (double)(t - s) / 1e3;
+}
+
 /* One launch of k over global (local) work-items on the profiling queue q,
- * waited for: its kernel time in seconds from the profiling events, or -1
- * when the launch was refused. */
+ * waited for: its kernel time in seconds, or -1 when the launch was
+ * refused. */
 static inline double probe_kernel_s(cl_command_queue q, cl_kernel k, size_t global, size_t local)
 {
     cl_event ev;
     if (clEnqueueNDRangeKernel(q, k, 1, NULL, &global, &local, 0, NULL, &ev) != CL_SUCCESS) return -1;
     CK(clWaitForEvents(1, &ev));
-    cl_ulong t0, t1;
-    CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL));
-    CK(clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL));
+    const double us = probe_ev_us(ev);
     clReleaseEvent(ev);
-    return (double)(t1 - t0) * 1e-9;
+    return us * 1e-6;
 }
 
 /* A context on dev with a profiling queue *qp and, where qn is not NULL, a

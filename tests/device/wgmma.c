@@ -185,11 +185,9 @@ static cl_program build_wgmma(cl_context ctx, cl_device_id dev, int n, const cha
     unsigned char *bp = (unsigned char *)bin;
     CK(clGetProgramInfo(p0, CL_PROGRAM_BINARIES, sizeof bp, &bp, NULL));
     clReleaseProgram(p0);
-    if (verbose) {
-        for (const char *l = bin; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-            if (!strncmp(l, ".version", 8) || !strncmp(l, ".target", 7)) printf("first build's PTX: %.*s\n",
-                                                                            (int)strcspn(l, "\n"), l);
-    }
+    for (const char *l = bin; verbose && *l; l += strcspn(l, "\n") + (l[strcspn(l, "\n")] != '\0'))
+        if (!strncmp(l, ".version", 8) || !strncmp(l, ".target", 7))
+            printf("first build's PTX: %.*s\n", (int)strcspn(l, "\n"), l);
     int nwg = 0;
     char *ptx = patch(bin, &nwg);
     free(bin);

@@ -128,6 +128,19 @@
  * copy one token's units write 1 KiB apart), or the codes repacked once
  * on the device so that a lane's A words are one 16-byte load.  ptxas's
  * notes on the patched build were not read.
+ * Tried again and not kept (H200, 2026-12-04, one call, kernel medians of
+ * two alternating rounds, 16 / 64 / 512 tokens, us): that copy order
+ * (tokens in turn, WG_CPORD) 61.8 / 142 / 636 on 16384x16384, with the
+ * activations' copies through L1 as well 52.4 / 133 / 613, 4096x14336 26.2
+ * / 53.9 / 135 (this kernel 46.3-47.3 / 81.5-82.1 / 456-457 and 23.3-24.9
+ * / 32.4-32.5 / 111.5-111.9); and bl_gemm_wt, the roles turned round
+ * (activations straight from global memory into wgmma's A registers, the
+ * codes decoded by the work-group into local memory as B, 128 rows a
+ * work-group): 16384x16384 123-125 / 159-160 / 801, 4096x14336 50-52 /
+ * 62 / 171-174, 14336x4096 at 512 tokens 284-285 against 157; with 2
+ * blocks in registers instead of 4, 79 / 106 / 830 on 16384x16384.  In the
+ * same call cuBLAS bf16 took 145 / 147 / 369 us on 16384x16384.  Neither
+ * wins a case; the code went (it was never on main).
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

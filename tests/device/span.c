@@ -1,0 +1,164 @@
+/*
+ * span.c - how much of a kernel's profiled time is the profiling event's
+ * own cost, and whether markers can time a run of kernels instead.  A
+ * grid-stride read kernel over SIZE MiB, rotated over enough buffers that
+ * the L2 holds none of them, run CHAIN times back to back:
+ *   events   an event on every kernel (as bitnet-bench's kernel times):
+ *            the median of each kernel's start to end, and the span from
+ *            the first start to the last end over CHAIN;
+ *   ends     events on the first and the last kernel only: span / CHAIN;
+ *   markers  no kernel events, a marker with an event before and after:
+ *            (end of the second - end of the first) / CHAIN;
+ *   wall     the host's wall time of the chain on a queue without
+ *            profiling, enqueue to finish, / CHAIN.
+ * usage: span [SIZE_MIB ...]  (default 4 16 64).  A probe for the GPU
+ * machine (tests/device/), not part of the library.
+ * On an H200 machine (2026-12-04, driver 580.159.04, one call), us a
+ * kernel, medians of 7 rounds of 40:
+ *                  each (events)  span/N (events)  ends only  markers  wall
+ *     4 MiB x 128      7.78          13.68            6.31      6.38    6.26
+ *    16 MiB x 32      10.85          13.44            6.81      6.80    6.94
+ *    64 MiB x 8       19.74          21.32            19.06     19.03   19.14
+ * NVIDIA's driver gives markers profiling times, and they agree with events
+ * on the two ends of the chain and with the wall time of a queue without
+ * profiling.  An event on every kernel adds about 0.7-1.5 us inside each
+ * kernel's own start-to-end time and, for small kernels, doubles the
+ * spacing of a chain (6.3 -> 13.7 us).  Below about 16 MiB a chain of
+ * these kernels runs at the host's enqueue rate (about 6.3 us a kernel),
+ * not the device's.  In the same call bitnet-bench's profiled GEMV took 9.0
+ * us (4096x4096) and 25.6 us (16384x16384) at one token; weight
+ * quantization 4096x4096 53.4 us against torch's unfused expression 189 us
+ * (3.5x).  Taking the events' own cost out of those times (at most 1.5 us a
+ * kernel) would leave the GEMV of 4096x4096 above 7 us and quantization
+ * short of 5x torch, so bitnet-bench keeps its per-kernel events.
+ *
+ *   cc -O2 -o span tests/device/span.c -lOpenCL
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+#define CHAIN 40
+#define ROUNDS 7
+#define ROTATE_MIB 512
+
+static const char *src =
+    "__kernel void rd(__global const float4 *a, const ulong n, __global float *out) {\n"
+    "  float4 s = (float4)(0);\n"
+    "  for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) s += a[i];\n"
+    "  if (s.x + s.y + s.z + s.w == 12345.0f) out[get_group_id(0)] = s.x;\n"
+    "}\n";
+
+static double ts(cl_event e, cl_profiling_info what, int *ok)
+{
+    cl_ulong t = 0;
+    if (clGetEventProfilingInfo(e, what, sizeof t, &t, NULL) != CL_SUCCESS) *ok = 0;
+    return (double)t / 1e3;
+}
+
+int main(int argc, char **argv)
+{
+    cl_uint cus;
+    cl_device_id dev = probe_gpu("span", &cus);
+    cl_command_queue qp, qn;
+    cl_context ctx = probe_context(dev, &qp, &qn);
+    cl_program prog = probe_build(ctx, dev, 1, &src, "");
+    if (!prog) return 1;
+    cl_int err;
+    cl_kernel k = clCreateKernel(prog, "rd", &err);
+    CK(err);
+    cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1 << 20, NULL, &err);
+    CK(err);
+    const size_t ls = 256, gs = (size_t)cus * 8 * ls;
+    static const int defsizes[] = {4, 16, 64};
+    const int nsz = argc > 1 ? argc - 1 : 3;
+    for (int si = 0; si < nsz; si++) {
+        const size_t mib = argc > 1 ? (size_t)atoi(argv[si + 1]) : (size_t)defsizes[si];
+        const size_t bytes = mib << 20;
+        int nbuf = (int)(ROTATE_MIB / mib);
+        if (nbuf < 4) nbuf = 4;
+        cl_mem *b = calloc((size_t)nbuf, sizeof *b);
+        for (int i = 0; i < nbuf; i++) {
+            b[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, bytes, NULL, &err);
+            CK(err);
+            CK(clEnqueueFillBuffer(qp, b[i], &(float){1.0f}, 4, 0, bytes, 0, NULL, NULL));
+        }
+        CK(clFinish(qp));
+        const cl_ulong n4 = bytes / 16;
+        double per[ROUNDS], spanv[ROUNDS], ends[ROUNDS], marks[ROUNDS], wall[ROUNDS];
+        int marks_ok = 1;
+        int next = 0;
+        for (int r = 0; r < ROUNDS; r++) {
+            cl_event ev[CHAIN];
+            double kt[CHAIN];
+            for (int c = 0; c < CHAIN; c++) { /* events on every kernel */
+                args(k, 0, 3, A(b[next]), A(n4), A(out));
+                next = (next + 1) % nbuf;
+                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL, &ev[c]));
+            }
+            CK(clFinish(qp));
+            for (int c = 0; c < CHAIN; c++) kt[c] = probe_ev_us(ev[c]);
+            int ok = 1;
+            spanv[r] = (ts(ev[CHAIN - 1], CL_PROFILING_COMMAND_END, &ok) - ts(ev[0], CL_PROFILING_COMMAND_START, &ok)) / CHAIN;
+            per[r] = median(kt, CHAIN);
+            for (int c = 0; c < CHAIN; c++) clReleaseEvent(ev[c]);
+            cl_event e0, e1; /* first and last only */
+            for (int c = 0; c < CHAIN; c++) {
+                args(k, 0, 3, A(b[next]), A(n4), A(out));
+                next = (next + 1) % nbuf;
+                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL,
+                                          c == 0 ? &e0 : c == CHAIN - 1 ? &e1 : NULL));
+            }
+            CK(clFinish(qp));
+            ends[r] = (ts(e1, CL_PROFILING_COMMAND_END, &ok) - ts(e0, CL_PROFILING_COMMAND_START, &ok)) / CHAIN;
+            clReleaseEvent(e0);
+            clReleaseEvent(e1);
+            cl_event m0, m1; /* markers around kernels without events */
+            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m0));
+            for (int c = 0; c < CHAIN; c++) {
+                args(k, 0, 3, A(b[next]), A(n4), A(out));
+                next = (next + 1) % nbuf;
+                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
+            }
+            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m1));
+            CK(clFinish(qp));
+            int mok = 1;
+            const double a0 = ts(m0, CL_PROFILING_COMMAND_END, &mok), a1 = ts(m1, CL_PROFILING_COMMAND_END, &mok);
+            if (r == 0) {
+                int sok = 1;
+                printf("#   markers: first start %.3f end %.3f, second start %.3f end %.3f us (%s)\n",
+                       ts(m0, CL_PROFILING_COMMAND_START, &sok), a0, ts(m1, CL_PROFILING_COMMAND_START, &sok), a1,
+                       mok && sok ? "profiling info given" : "profiling info refused");
+            }
+            marks_ok &= mok && a1 > a0;
+            marks[r] = (a1 - a0) / CHAIN;
+            clReleaseEvent(m0);
+            clReleaseEvent(m1);
+            const double t0 = now_us(); /* the caller's view, no profiling */
+            for (int c = 0; c < CHAIN; c++) {
+                args(k, 0, 3, A(b[next]), A(n4), A(out));
+                next = (next + 1) % nbuf;
+                CK(clEnqueueNDRangeKernel(qn, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
+            }
+            CK(clFinish(qn));
+            wall[r] = (now_us() - t0) / CHAIN;
+            (void)ok;
+        }
+        printf("%3zu MiB x %d buffers, %d kernels a chain, medians of %d rounds (us a kernel):\n", mib, nbuf, CHAIN, ROUNDS);
+        printf("  events on every kernel: each %.2f, span/N %.2f\n", median(per, ROUNDS), median(spanv, ROUNDS));
+        printf("  events on the ends only: span/N %.2f\n", median(ends, ROUNDS));
+        if (marks_ok)
+            printf("  markers around the chain: %.2f\n", median(marks, ROUNDS));
+        else
+            printf("  markers around the chain: no usable times\n");
+        printf("  wall time, no profiling: %.2f\n", median(wall, ROUNDS));
+        for (int i = 0; i < nbuf; i++) clReleaseMemObject(b[i]);
+        free(b);
+    }
+    return 0;
+}

@@ -9,30 +9,41 @@
  *   ends     events on the first and the last kernel only: span / CHAIN;
  *   markers  no kernel events, a marker with an event before and after:
  *            (end of the second - end of the first) / CHAIN;
+ *   held     the same with the queue held by a user event until the whole
+ *            chain is enqueued, so that the device, not the host's enqueue
+ *            rate, sets the pace;
  *   wall     the host's wall time of the chain on a queue without
  *            profiling, enqueue to finish, / CHAIN.
  * usage: span [SIZE_MIB ...]  (default 4 16 64).  A probe for the GPU
  * machine (tests/device/), not part of the library.
- * On an H200 machine (2026-12-04, driver 580.159.04, one call), us a
- * kernel, medians of 7 rounds of 40:
- *                  each (events)  span/N (events)  ends only  markers  wall
- *     4 MiB x 128      7.78          13.68            6.31      6.38    6.26
- *    16 MiB x 32      10.85          13.44            6.81      6.80    6.94
- *    64 MiB x 8       19.74          21.32            19.06     19.03   19.14
+ * On H200 machines (2026-12-04, driver 580.159.04), us a kernel, medians
+ * of 7 rounds of 40; a first call without the held form, a second (another
+ * machine, whose host enqueued more slowly) with it:
+ *                each (events)  span/N (events)  ends only  markers  held  wall
+ *   first call
+ *     4 MiB x 128     7.78          13.68            6.31      6.38     -    6.26
+ *    16 MiB x 32     10.85          13.44            6.81      6.80     -    6.94
+ *    64 MiB x 8      19.74          21.32           19.06     19.03     -   19.14
+ *   second call
+ *     1 MiB x 512     7.58          16.71           10.04      9.84   7.10   9.73
+ *     4 MiB x 128     8.13          16.19            9.61      9.68   7.11   9.66
+ *    16 MiB x 32     11.30          16.56            9.44      9.06   7.10   9.85
+ *    64 MiB x 8      19.94          21.43           19.30     19.36  19.49  19.54
  * NVIDIA's driver gives markers profiling times, and they agree with events
- * on the two ends of the chain and with the wall time of a queue without
- * profiling.  An event on every kernel adds about 0.7-1.5 us inside each
- * kernel's own start-to-end time and, for small kernels, doubles the
- * spacing of a chain (6.3 -> 13.7 us).  Below about 16 MiB a chain of
- * these kernels runs at the host's enqueue rate (about 6.3 us a kernel),
- * not the device's.  In the same call bitnet-bench's profiled GEMV took 9.0
- * us (4096x4096) and 25.6 us (16384x16384) at one token; weight
- * quantization 4096x4096 53.4 us against torch's unfused expression 189 us
- * (3.5x).  Taking the events' own cost out of those times (at most 1.5 us a
- * kernel) would leave the GEMV of 4096x4096 above 7 us and quantization
- * short of 5x torch, so bitnet-bench keeps its per-kernel events.
- *
- *   cc -O2 -o span tests/device/span.c -lOpenCL
+ * on the two ends of a chain and with the wall time of a queue without
+ * profiling.  An event on every kernel lengthens a chain of small kernels
+ * (about 16 against 10 us a kernel) but not of large ones (64 MiB: 1-2 us).
+ * Without events a chain of small kernels runs at the host's enqueue rate
+ * (6.3 us a kernel on the first host, 9.7 on the second), and held back by
+ * a user event until all is enqueued, at 7.1 us a kernel whatever its size
+ * up to 16 MiB: the driver then hands the commands over one at a time.  So
+ * no form of timing here sees a small kernel faster than about 7 us, and
+ * the profiled time of one kernel (7.6-8.1 us for a read of 1-4 MiB, 9.0 us
+ * for the one-token GEMV of 4096x4096 in bitnet-bench the same day) is
+ * close to what a caller pays for it; bitnet-bench keeps its per-kernel
+ * events.  (In the first call bitnet-bench's GEMV of 16384x16384 took 25.6
+ * us, weight quantization 4096x4096 53.4 us against torch's unfused
+ * expression's 189 us, 3.5x.)
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -90,8 +101,8 @@ int main(int argc, char **argv)
         }
         CK(clFinish(qp));
         const cl_ulong n4 = bytes / 16;
-        double per[ROUNDS], spanv[ROUNDS], ends[ROUNDS], marks[ROUNDS], wall[ROUNDS];
-        int marks_ok = 1;
+        double per[ROUNDS], spanv[ROUNDS], ends[ROUNDS], marks[ROUNDS], wall[ROUNDS], held[ROUNDS];
+        int marks_ok = 1, held_ok = 1;
         int next = 0;
         for (int r = 0; r < ROUNDS; r++) {
             cl_event ev[CHAIN];
@@ -139,6 +150,24 @@ int main(int argc, char **argv)
             marks[r] = (a1 - a0) / CHAIN;
             clReleaseEvent(m0);
             clReleaseEvent(m1);
+            cl_event ue = clCreateUserEvent(ctx, &err), h0, h1; /* the queue held until all is enqueued */
+            CK(err);
+            CK(clEnqueueBarrierWithWaitList(qp, 1, &ue, NULL));
+            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &h0));
+            for (int c = 0; c < CHAIN; c++) {
+                args(k, 0, 3, A(b[next]), A(n4), A(out));
+                next = (next + 1) % nbuf;
+                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
+            }
+            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &h1));
+            CK(clSetUserEventStatus(ue, CL_COMPLETE));
+            CK(clFinish(qp));
+            int hok = 1;
+            held[r] = (ts(h1, CL_PROFILING_COMMAND_END, &hok) - ts(h0, CL_PROFILING_COMMAND_END, &hok)) / CHAIN;
+            held_ok &= hok && held[r] > 0;
+            clReleaseEvent(ue);
+            clReleaseEvent(h0);
+            clReleaseEvent(h1);
             const double t0 = now_us(); /* the caller's view, no profiling */
             for (int c = 0; c < CHAIN; c++) {
                 args(k, 0, 3, A(b[next]), A(n4), A(out));
@@ -156,6 +185,10 @@ int main(int argc, char **argv)
             printf("  markers around the chain: %.2f\n", median(marks, ROUNDS));
         else
             printf("  markers around the chain: no usable times\n");
+        if (held_ok)
+            printf("  markers, the queue held by a user event until all is enqueued: %.2f\n", median(held, ROUNDS));
+        else
+            printf("  markers, the queue held: no usable times\n");
         printf("  wall time, no profiling: %.2f\n", median(wall, ROUNDS));
         for (int i = 0; i < nbuf; i++) clReleaseMemObject(b[i]);
         free(b);

@@ -15,7 +15,10 @@
  *   read    65536 bytes down into pinned memory, then the wait;
  *   call    the whole sequence (write, two sub-buffers, launch, read, wait)
  *           against the same with the scale and sums passed as offsets into
- *           the codes' buffer and NULL for what is unused.
+ *           the codes' buffer and NULL for what is unused; and with the
+ *           kernel writing its output into a mapped CL_MEM_ALLOC_HOST_PTR
+ *           buffer left mapped (no read command, only a clFinish), checked
+ *           against the read path's bytes after every call.
  * Medians of REPS calls, in us.  A probe for the GPU machine, not part of the
  * library.
  * On H200 machines, 2026-12-03, driver 580.159.04: one machine, one run /
@@ -32,6 +35,11 @@
  *   pinned then memcpy out 14.2-14.3
  *   the whole call 17.1-17.6 / 22.4-27.3 with the sub-buffers, 15.7-15.8 /
  *   19.6-25.3 without, 19.3-24.5 with NULL for what is unused.
+ * Another H200 machine, 2026-12-04: the call 19.3-19.6 us, and with the
+ * output written into the mapped pinned buffer 16.0-16.2, but the host saw
+ * none of it: all 602 such calls left the mapped memory as it was (NVIDIA's
+ * driver keeps a device copy of an ALLOC_HOST_PTR buffer and syncs it only
+ * at a map), so a read or a map stays in every host-pointer call.
  * So pinned staging both ways is right (lib/opencl/staging.c), NULL
  * arguments buy nothing, and the sub-buffers cost 1-3 us of a call (keeping
  * them in the pool was tried: lib/opencl/bitlinear.c, hq_upload).  The
@@ -186,6 +194,41 @@ int main(void)
         read_wait(b[5], ph + up, down);
         memcpy(heap + up, ph + up, down);
     });
+    /* The output written by the kernel straight into pinned host memory
+     * (the mapped CL_MEM_ALLOC_HOST_PTR buffer `zout`, left mapped): no
+     * read command, only the wait.  Checked against the read path's bytes
+     * after every call (the mapped memory refilled with 0xff before). */
+    cl_mem zout = clCreateBuffer(ctx, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE, down, NULL, &err);
+    CK(err);
+    char *zh = clEnqueueMapBuffer(q, zout, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, down, 0, NULL, NULL, &err);
+    CK(err);
+    char *ref = malloc(down);
+    {
+        CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, ph, 0, NULL, NULL));
+        cl_mem bb[8] = {b[0], xq, b[2], b[3], b[5], b[5], b[6], b[5]};
+        bb[4] = bb[7] = NULL;
+        launch(k, bb);
+        read_wait(b[5], ref, down);
+    }
+    int zbad = 0;
+    for (int round = 0; round < 2; round++) {
+        TIMED("call: write, launch, read, wait (no bias/res)", {
+            CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, ph, 0, NULL, NULL));
+            cl_mem bb[8] = {b[0], xq, b[2], b[3], NULL, b[5], b[6], NULL};
+            launch(k, bb);
+            read_wait(b[5], ph + up, down);
+        });
+        TIMED("call: write, launch into pinned memory, finish", {
+            memset(zh, 0xff, 64);
+            memset(zh + down - 64, 0xff, 64);
+            CK(clEnqueueWriteBuffer(q, xq, CL_FALSE, 0, up, ph, 0, NULL, NULL));
+            cl_mem bb[8] = {b[0], xq, b[2], b[3], NULL, zout, b[6], NULL};
+            launch(k, bb);
+            CK(clFinish(q));
+            zbad += memcmp(zh, ref, down) != 0;
+        });
+    }
+    printf("zero-copy output: %d of %d calls differed from the read path\n", zbad, 2 * REPS);
     for (int round = 0; round < 2; round++) {
         TIMED("call: write (malloc'd, blocking), launch, read, wait", {
             CK(clEnqueueWriteBuffer(q, xq, CL_TRUE, 0, up, heap, 0, NULL, NULL));

@@ -72,6 +72,23 @@ static double ts(cl_event e, cl_profiling_info what, int *ok)
     return (double)t / 1e3;
 }
 
+static const size_t ls = 256;
+static size_t gs;
+
+/* CHAIN reads enqueued on q, rotating over b[0..nbuf) from *next: with an
+ * event each into every[] (every not NULL), else into *first and *last
+ * (where not NULL) on the first and the last kernel. */
+static void chain(cl_command_queue q, cl_kernel k, cl_mem *b, int nbuf, int *next, cl_ulong n4, cl_mem out,
+                  cl_event *every, cl_event *first, cl_event *last)
+{
+    for (int c = 0; c < CHAIN; c++) {
+        args(k, 0, 3, A(b[*next]), A(n4), A(out));
+        *next = (*next + 1) % nbuf;
+        cl_event *e = every ? &every[c] : c == 0 ? first : c == CHAIN - 1 ? last : NULL;
+        CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, e));
+    }
+}
+
 int main(int argc, char **argv)
 {
     cl_uint cus;
@@ -85,7 +102,7 @@ int main(int argc, char **argv)
     CK(err);
     cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1 << 20, NULL, &err);
     CK(err);
-    const size_t ls = 256, gs = (size_t)cus * 8 * ls;
+    gs = (size_t)cus * 8 * ls;
     static const int defsizes[] = {4, 16, 64};
     const int nsz = argc > 1 ? argc - 1 : 3;
     for (int si = 0; si < nsz; si++) {
@@ -107,11 +124,7 @@ int main(int argc, char **argv)
         for (int r = 0; r < ROUNDS; r++) {
             cl_event ev[CHAIN];
             double kt[CHAIN];
-            for (int c = 0; c < CHAIN; c++) { /* events on every kernel */
-                args(k, 0, 3, A(b[next]), A(n4), A(out));
-                next = (next + 1) % nbuf;
-                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL, &ev[c]));
-            }
+            chain(qp, k, b, nbuf, &next, n4, out, ev, NULL, NULL); /* events on every kernel */
             CK(clFinish(qp));
             for (int c = 0; c < CHAIN; c++) kt[c] = probe_ev_us(ev[c]);
             int ok = 1;
@@ -119,23 +132,14 @@ int main(int argc, char **argv)
             per[r] = median(kt, CHAIN);
             for (int c = 0; c < CHAIN; c++) clReleaseEvent(ev[c]);
             cl_event e0, e1; /* first and last only */
-            for (int c = 0; c < CHAIN; c++) {
-                args(k, 0, 3, A(b[next]), A(n4), A(out));
-                next = (next + 1) % nbuf;
-                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL,
-                                          c == 0 ? &e0 : c == CHAIN - 1 ? &e1 : NULL));
-            }
+            chain(qp, k, b, nbuf, &next, n4, out, NULL, &e0, &e1);
             CK(clFinish(qp));
             ends[r] = (ts(e1, CL_PROFILING_COMMAND_END, &ok) - ts(e0, CL_PROFILING_COMMAND_START, &ok)) / CHAIN;
             clReleaseEvent(e0);
             clReleaseEvent(e1);
             cl_event m0, m1; /* markers around kernels without events */
             CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m0));
-            for (int c = 0; c < CHAIN; c++) {
-                args(k, 0, 3, A(b[next]), A(n4), A(out));
-                next = (next + 1) % nbuf;
-                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-            }
+            chain(qp, k, b, nbuf, &next, n4, out, NULL, NULL, NULL);
             CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m1));
             CK(clFinish(qp));
             int mok = 1;
@@ -154,11 +158,7 @@ int main(int argc, char **argv)
             CK(err);
             CK(clEnqueueBarrierWithWaitList(qp, 1, &ue, NULL));
             CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &h0));
-            for (int c = 0; c < CHAIN; c++) {
-                args(k, 0, 3, A(b[next]), A(n4), A(out));
-                next = (next + 1) % nbuf;
-                CK(clEnqueueNDRangeKernel(qp, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-            }
+            chain(qp, k, b, nbuf, &next, n4, out, NULL, NULL, NULL);
             CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &h1));
             CK(clSetUserEventStatus(ue, CL_COMPLETE));
             CK(clFinish(qp));
@@ -169,11 +169,7 @@ int main(int argc, char **argv)
             clReleaseEvent(h0);
             clReleaseEvent(h1);
             const double t0 = now_us(); /* the caller's view, no profiling */
-            for (int c = 0; c < CHAIN; c++) {
-                args(k, 0, 3, A(b[next]), A(n4), A(out));
-                next = (next + 1) % nbuf;
-                CK(clEnqueueNDRangeKernel(qn, k, 1, NULL, &gs, &ls, 0, NULL, NULL));
-            }
+            chain(qn, k, b, nbuf, &next, n4, out, NULL, NULL, NULL);
             CK(clFinish(qn));
             wall[r] = (now_us() - t0) / CHAIN;
             (void)ok;

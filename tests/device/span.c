@@ -65,10 +65,16 @@ static const char *src =
     "  if (s.x + s.y + s.z + s.w == 12345.0f) out[get_group_id(0)] = s.x;\n"
     "}\n";
 
+/* A profiling time of e in us; where the driver refuses it, *ok is
+ * cleared (ok NULL: a kernel's event, which must have one: exits). */
 static double ts(cl_event e, cl_profiling_info what, int *ok)
 {
     cl_ulong t = 0;
-    if (clGetEventProfilingInfo(e, what, sizeof t, &t, NULL) != CL_SUCCESS) *ok = 0;
+    if (ok) {
+        if (clGetEventProfilingInfo(e, what, sizeof t, &t, NULL) != CL_SUCCESS) *ok = 0;
+    } else {
+        CK(clGetEventProfilingInfo(e, what, sizeof t, &t, NULL));
+    }
     return (double)t / 1e3;
 }
 
@@ -87,6 +93,40 @@ static void chain(cl_command_queue q, cl_kernel k, cl_mem *b, int nbuf, int *nex
         cl_event *e = every ? &every[c] : c == 0 ? first : c == CHAIN - 1 ? last : NULL;
         CK(clEnqueueNDRangeKernel(q, k, 1, NULL, &gs, &ls, 0, NULL, e));
     }
+}
+
+/* A chain of kernels without events between two markers on the profiling
+ * queue qp, held back by a user event until all is enqueued where hold:
+ * the end-to-end time of the markers / CHAIN, *ok cleared where the driver
+ * gives the markers no times (verbose: their times printed). */
+static double marked(cl_context ctx, cl_command_queue qp, cl_kernel k, cl_mem *b, int nbuf, int *next, cl_ulong n4,
+                     cl_mem out, int hold, int verbose, int *ok)
+{
+    cl_int err;
+    cl_event ue = NULL, m0, m1;
+    if (hold) {
+        ue = clCreateUserEvent(ctx, &err);
+        CK(err);
+        CK(clEnqueueBarrierWithWaitList(qp, 1, &ue, NULL));
+    }
+    CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m0));
+    chain(qp, k, b, nbuf, next, n4, out, NULL, NULL, NULL);
+    CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m1));
+    if (hold) CK(clSetUserEventStatus(ue, CL_COMPLETE));
+    CK(clFinish(qp));
+    int mok = 1;
+    const double a0 = ts(m0, CL_PROFILING_COMMAND_END, &mok), a1 = ts(m1, CL_PROFILING_COMMAND_END, &mok);
+    if (verbose) {
+        int sok = 1;
+        printf("#   markers: first start %.3f end %.3f, second start %.3f end %.3f us (%s)\n",
+               ts(m0, CL_PROFILING_COMMAND_START, &sok), a0, ts(m1, CL_PROFILING_COMMAND_START, &sok), a1,
+               mok && sok ? "profiling info given" : "profiling info refused");
+    }
+    *ok &= mok && a1 > a0;
+    if (ue) clReleaseEvent(ue);
+    clReleaseEvent(m0);
+    clReleaseEvent(m1);
+    return (a1 - a0) / CHAIN;
 }
 
 int main(int argc, char **argv)
@@ -127,52 +167,21 @@ int main(int argc, char **argv)
             chain(qp, k, b, nbuf, &next, n4, out, ev, NULL, NULL); /* events on every kernel */
             CK(clFinish(qp));
             for (int c = 0; c < CHAIN; c++) kt[c] = probe_ev_us(ev[c]);
-            int ok = 1;
-            spanv[r] = (ts(ev[CHAIN - 1], CL_PROFILING_COMMAND_END, &ok) - ts(ev[0], CL_PROFILING_COMMAND_START, &ok)) / CHAIN;
+            spanv[r] = (ts(ev[CHAIN - 1], CL_PROFILING_COMMAND_END, NULL) - ts(ev[0], CL_PROFILING_COMMAND_START, NULL)) / CHAIN;
             per[r] = median(kt, CHAIN);
             for (int c = 0; c < CHAIN; c++) clReleaseEvent(ev[c]);
             cl_event e0, e1; /* first and last only */
             chain(qp, k, b, nbuf, &next, n4, out, NULL, &e0, &e1);
             CK(clFinish(qp));
-            ends[r] = (ts(e1, CL_PROFILING_COMMAND_END, &ok) - ts(e0, CL_PROFILING_COMMAND_START, &ok)) / CHAIN;
+            ends[r] = (ts(e1, CL_PROFILING_COMMAND_END, NULL) - ts(e0, CL_PROFILING_COMMAND_START, NULL)) / CHAIN;
             clReleaseEvent(e0);
             clReleaseEvent(e1);
-            cl_event m0, m1; /* markers around kernels without events */
-            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m0));
-            chain(qp, k, b, nbuf, &next, n4, out, NULL, NULL, NULL);
-            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &m1));
-            CK(clFinish(qp));
-            int mok = 1;
-            const double a0 = ts(m0, CL_PROFILING_COMMAND_END, &mok), a1 = ts(m1, CL_PROFILING_COMMAND_END, &mok);
-            if (r == 0) {
-                int sok = 1;
-                printf("#   markers: first start %.3f end %.3f, second start %.3f end %.3f us (%s)\n",
-                       ts(m0, CL_PROFILING_COMMAND_START, &sok), a0, ts(m1, CL_PROFILING_COMMAND_START, &sok), a1,
-                       mok && sok ? "profiling info given" : "profiling info refused");
-            }
-            marks_ok &= mok && a1 > a0;
-            marks[r] = (a1 - a0) / CHAIN;
-            clReleaseEvent(m0);
-            clReleaseEvent(m1);
-            cl_event ue = clCreateUserEvent(ctx, &err), h0, h1; /* the queue held until all is enqueued */
-            CK(err);
-            CK(clEnqueueBarrierWithWaitList(qp, 1, &ue, NULL));
-            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &h0));
-            chain(qp, k, b, nbuf, &next, n4, out, NULL, NULL, NULL);
-            CK(clEnqueueMarkerWithWaitList(qp, 0, NULL, &h1));
-            CK(clSetUserEventStatus(ue, CL_COMPLETE));
-            CK(clFinish(qp));
-            int hok = 1;
-            held[r] = (ts(h1, CL_PROFILING_COMMAND_END, &hok) - ts(h0, CL_PROFILING_COMMAND_END, &hok)) / CHAIN;
-            held_ok &= hok && held[r] > 0;
-            clReleaseEvent(ue);
-            clReleaseEvent(h0);
-            clReleaseEvent(h1);
+            marks[r] = marked(ctx, qp, k, b, nbuf, &next, n4, out, 0, r == 0, &marks_ok);
+            held[r] = marked(ctx, qp, k, b, nbuf, &next, n4, out, 1, 0, &held_ok);
             const double t0 = now_us(); /* the caller's view, no profiling */
             chain(qn, k, b, nbuf, &next, n4, out, NULL, NULL, NULL);
             CK(clFinish(qn));
             wall[r] = (now_us() - t0) / CHAIN;
-            (void)ok;
         }
         printf("%3zu MiB x %d buffers, %d kernels a chain, medians of %d rounds (us a kernel):\n", mib, nbuf, CHAIN, ROUNDS);
         printf("  events on every kernel: each %.2f, span/N %.2f\n", median(per, ROUNDS), median(spanv, ROUNDS));

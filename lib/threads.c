@@ -12,6 +12,16 @@
  * the last range to finish, before either sleeps on its condition
  * variable.  Calls that follow each other closely (a decoder's layers) then
  * never sleep; a pool left idle costs at most BN_SPIN_US of CPU per call.
+ * A section is handed out without a lock: the caller publishes it by its
+ * number, the threads take its chunks by compare-and-swap and count them
+ * done with an atomic add; the mutex is only for sleeping and waking.
+ * Before (2026-12-04), every chunk taken and finished went through the
+ * mutex, and with many threads spinning on it the section's own work was
+ * the smaller part of a small call.  The GPU machine's 16-core host (an H200
+ * machine's), BitLinear with one token, weights in cache, kernel medians of
+ * four alternating rounds, before / after, us: 256x4096 on 8 threads
+ * 20.9-22.6 / 9.9-12.7, on 16 threads 31.2-54.4 / 10.0-11.3; 4096x14336 on
+ * 16 threads 109-284 / 97-126 (8 threads: within that host's noise).
  *
  * Tried and not kept (2026-12-02): range c of every section for thread c
  * (the caller 0, worker i i + 1; a thread whose own range was taken took the
@@ -21,7 +31,13 @@
  * tensor scale, four alternating rounds, medians in us, old / new: 8
  * threads 1 token 118.6-125.3 / 122.5-134.2, 8 tokens 327.7-362.4 /
  * 342.0-372.9; 16 threads 81.9 / 87.9 and 242.1 / 232.0 (one round): no
- * gain, the ranges' cache did not follow them.
+ * gain, the ranges' cache did not follow them.  BitLinear hands its rows
+ * out in pieces of its own (rows_dynamic), so that try did not move them;
+ * tried again (2026-12-04) with each thread taking a home share of the
+ * pieces first, then the others' (and, in the same runs, each thread pinned
+ * to a CPU of its own): 8 threads 117-135 us against 117-137, 16 threads
+ * 80-90 against 85-94, three rounds.  At 8 threads a share is 1.8 MiB, most
+ * of a 2 MiB L2, and a loop over it gets little from an LRU cache.
  */
 #include "threads.h"
 
@@ -39,16 +55,26 @@
 struct bn_pool {
     int threads;
     pthread_t *workers;
-    int nworkers;            /* started */
-    pthread_mutex_t busy;    /* held by the caller of a parallel section */
-    pthread_mutex_t mu;
+    int nworkers;         /* started */
+    pthread_mutex_t busy; /* held by the caller of a parallel section */
+    pthread_mutex_t mu;   /* sleeping and waking only */
     pthread_cond_t wake, done;
-    uint64_t generation;     /* bumped for each parallel section */
     int quit;
-    /* the current section */
+    /* The current section, written by its caller before it publishes the
+     * generation and read by the workers after they see it (relaxed
+     * atomics: a worker that comes late may read the next section's, and
+     * then fails to take a chunk, below). */
     bn_range_fn fn;
     void *arg;
-    uint64_t n, chunks, next, finished;
+    uint64_t n, chunks;
+    /* Hot words, a cache line each: the section's number; its chunks, taken
+     * by compare-and-swap on (number << 32 | next chunk), so that a worker
+     * still holding an old number takes nothing; the chunks done; who sleeps. */
+    _Alignas(64) uint64_t generation;
+    _Alignas(64) uint64_t ticket;
+    _Alignas(64) uint64_t finished;
+    _Alignas(64) int sleepers;    /* workers in (or about to enter) pthread_cond_wait on wake */
+    int caller_sleeping;          /* the caller waits on done */
 };
 
 static _Thread_local int in_worker;
@@ -91,18 +117,38 @@ static void chunk_range(uint64_t n, uint64_t chunks, uint64_t c, uint64_t *b, ui
     *e = *b + base + (c < rem ? 1 : 0);
 }
 
-/* Takes chunks until none is left; returns with mu held. */
-static void run_chunks(bn_pool *p)
+#define TAG(gen) ((gen) << 32)
+
+/* Chunk c of section gen, done; wakes the caller after the last one. */
+static void run_chunk(bn_pool *p, bn_range_fn fn, void *arg, uint64_t n, uint64_t chunks, uint64_t c)
 {
-    while (p->next < p->chunks) {
-        uint64_t c = p->next++, b, e;
-        bn_range_fn fn = p->fn;
-        void *arg = p->arg;
-        chunk_range(p->n, p->chunks, c, &b, &e);
-        pthread_mutex_unlock(&p->mu);
-        fn(arg, b, e);
+    uint64_t b, e;
+    chunk_range(n, chunks, c, &b, &e);
+    fn(arg, b, e);
+    if (__atomic_add_fetch(&p->finished, 1, __ATOMIC_SEQ_CST) == chunks &&
+        __atomic_load_n(&p->caller_sleeping, __ATOMIC_SEQ_CST)) {
         pthread_mutex_lock(&p->mu);
-        if (__atomic_add_fetch(&p->finished, 1, __ATOMIC_RELEASE) == p->chunks) pthread_cond_broadcast(&p->done);
+        pthread_cond_broadcast(&p->done);
+        pthread_mutex_unlock(&p->mu);
+    }
+}
+
+/* Takes chunks of section gen until none is left (or the section is over). */
+static void run_section(bn_pool *p, uint64_t gen)
+{
+    const bn_range_fn fn = __atomic_load_n(&p->fn, __ATOMIC_RELAXED);
+    void *const arg = __atomic_load_n(&p->arg, __ATOMIC_RELAXED);
+    const uint64_t n = __atomic_load_n(&p->n, __ATOMIC_RELAXED), chunks = __atomic_load_n(&p->chunks, __ATOMIC_RELAXED);
+    uint64_t t = __atomic_load_n(&p->ticket, __ATOMIC_RELAXED);
+    for (;;) {
+        const uint64_t c = t & 0xffffffffu;
+        if ((t >> 32) != (gen & 0xffffffffu) || c >= chunks) return;
+        /* success means the section is still this one: it cannot end
+         * without this chunk, so what was read above was its own */
+        if (__atomic_compare_exchange_n(&p->ticket, &t, t + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+            run_chunk(p, fn, arg, n, chunks, c);
+            t = __atomic_load_n(&p->ticket, __ATOMIC_RELAXED);
+        }
     }
 }
 
@@ -110,22 +156,22 @@ static void *worker_main(void *vp)
 {
     bn_pool *p = vp;
     in_worker = 1;
-    pthread_mutex_lock(&p->mu);
     /* the generation at creation, not the one found when this thread first
      * runs: a section begun in between is still this thread's to join */
     uint64_t seen = 0;
     for (;;) {
-        if (!p->quit && p->generation == seen) {
-            pthread_mutex_unlock(&p->mu);
-            spin_while_eq(&p->generation, seen, &p->quit);
+        if (!spin_while_eq(&p->generation, seen, &p->quit)) {
             pthread_mutex_lock(&p->mu);
+            __atomic_add_fetch(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+            while (!p->quit && __atomic_load_n(&p->generation, __ATOMIC_SEQ_CST) == seen)
+                pthread_cond_wait(&p->wake, &p->mu);
+            __atomic_sub_fetch(&p->sleepers, 1, __ATOMIC_SEQ_CST);
+            pthread_mutex_unlock(&p->mu);
         }
-        while (!p->quit && p->generation == seen) pthread_cond_wait(&p->wake, &p->mu);
-        if (p->quit) break;
-        seen = p->generation;
-        run_chunks(p);
+        if (__atomic_load_n(&p->quit, __ATOMIC_RELAXED)) break;
+        seen = __atomic_load_n(&p->generation, __ATOMIC_ACQUIRE);
+        run_section(p, seen);
     }
-    pthread_mutex_unlock(&p->mu);
     return NULL;
 }
 
@@ -168,7 +214,7 @@ void bn_pool_free(bn_pool *p)
 {
     if (!p) return;
     pthread_mutex_lock(&p->mu);
-    __atomic_store_n(&p->quit, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->quit, 1, __ATOMIC_SEQ_CST);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->mu);
     for (int i = 0; i < p->nworkers; i++) pthread_join(p->workers[i], NULL);
@@ -193,27 +239,36 @@ void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, voi
         fn(arg, 0, n);
         return;
     }
-    pthread_mutex_lock(&p->mu);
-    p->fn = fn;
-    p->arg = arg;
-    p->n = n;
-    p->chunks = chunks;
-    p->next = 0;
-    p->finished = 0;
-    __atomic_store_n(&p->generation, p->generation + 1, __ATOMIC_RELEASE);
-    pthread_cond_broadcast(&p->wake);
-    in_worker = 1; /* a range function calling back in runs inline */
-    run_chunks(p);
-    in_worker = 0;
-    if (p->finished < p->chunks) {
-        pthread_mutex_unlock(&p->mu);
-        for (uint64_t f; (f = __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE)) < chunks;)
-            if (!spin_while_eq(&p->finished, f, NULL)) break;
+    /* Publish the section: its fields, then its number (release, and
+     * sequentially consistent against the sleepers' count: either a worker
+     * about to sleep sees the new number, or this sees it counted and wakes
+     * it).  The caller keeps chunk 0. */
+    const uint64_t gen = p->generation + 1;
+    __atomic_store_n(&p->fn, fn, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->arg, arg, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->n, n, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->chunks, chunks, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->ticket, TAG(gen) | 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->generation, gen, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) {
         pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
     }
-    while (p->finished < p->chunks) pthread_cond_wait(&p->done, &p->mu);
-    p->fn = NULL;
-    pthread_mutex_unlock(&p->mu);
+    in_worker = 1; /* a range function calling back in runs inline */
+    run_chunk(p, fn, arg, n, chunks, 0);
+    run_section(p, gen);
+    in_worker = 0;
+    for (uint64_t f; (f = __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE)) < chunks;)
+        if (!spin_while_eq(&p->finished, f, NULL)) break;
+    if (__atomic_load_n(&p->finished, __ATOMIC_ACQUIRE) < chunks) {
+        pthread_mutex_lock(&p->mu);
+        __atomic_store_n(&p->caller_sleeping, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&p->finished, __ATOMIC_SEQ_CST) < chunks) pthread_cond_wait(&p->done, &p->mu);
+        __atomic_store_n(&p->caller_sleeping, 0, __ATOMIC_RELAXED);
+        pthread_mutex_unlock(&p->mu);
+    }
     pthread_mutex_unlock(&p->busy);
 }
 

@@ -169,6 +169,75 @@ static void test_pool_every_thread_takes_part(void **state)
         }
 }
 
+/* Sections back to back on more threads than cores, two contexts in turn
+ * (a worker that ran a chunk of one section with the other's function or
+ * range would show as a wrong count), some after a pause longer than the
+ * workers spin so that they are asleep when the section begins. */
+static void test_pool_back_to_back_sections(void **state)
+{
+    (void)state;
+    enum { N = 37, SECTIONS = 4000 };
+    unsigned va[N], vb[N];
+    for (int threads = 3; threads <= 16; threads += 13) {
+        bn_pool *p;
+        assert_int_equal(bn_pool_create(&p, threads), BITNET_OK);
+        unsigned ea[N] = {0}, eb[N] = {0}; /* what each index should have had so far */
+        memset(va, 0, sizeof va);
+        memset(vb, 0, sizeof vb);
+        for (int s = 0; s < SECTIONS; s++) {
+            visit_ctx a = {va, 1, 0}, b = {vb, 1, 0};
+            const int odd = s & 1;
+            const uint64_t n = N - (uint64_t)(s % 5);
+            if (s % 500 == 499) usleep(3000); /* the workers fall asleep */
+            bn_parallel_for(p, n, 1 + (uint64_t)(s % 3), visit, odd ? &b : &a);
+            for (uint64_t i = 0; i < n; i++) (odd ? eb : ea)[i]++;
+            assert_false(a.bad_range || b.bad_range);
+            if (memcmp(va, ea, sizeof va) || memcmp(vb, eb, sizeof vb))
+                fail_msg("threads %d: counts wrong after section %d", threads, s);
+        }
+        bn_pool_free(p);
+    }
+}
+
+typedef struct {
+    bn_pool *p;
+    int bad;
+} caller_ctx;
+
+/* One of several threads calling into one pool: the calls that find it busy
+ * run inline, every call must still visit each index once. */
+static void *pool_caller(void *vp)
+{
+    caller_ctx *c = vp;
+    unsigned v[100];
+    for (int s = 0; s < 2000; s++) {
+        memset(v, 0, sizeof v);
+        visit_ctx x = {v, 1, 0};
+        bn_parallel_for(c->p, 100, 1 + (uint64_t)(s % 7), visit, &x);
+        for (int i = 0; i < 100; i++)
+            if (v[i] != 1 || x.bad_range) c->bad = 1;
+    }
+    return NULL;
+}
+
+static void test_pool_shared_by_callers(void **state)
+{
+    (void)state;
+    bn_pool *p;
+    assert_int_equal(bn_pool_create(&p, 6), BITNET_OK);
+    pthread_t th[3];
+    caller_ctx c[3];
+    for (int i = 0; i < 3; i++) {
+        c[i] = (caller_ctx){p, 0};
+        assert_int_equal(pthread_create(&th[i], NULL, pool_caller, &c[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(pthread_join(th[i], NULL), 0);
+        assert_false(c[i].bad);
+    }
+    bn_pool_free(p);
+}
+
 static void test_pool_threads_zero_and_negative(void **state)
 {
     (void)state;
@@ -462,6 +531,8 @@ int main(void)
         cmocka_unit_test(test_pool_respects_grain),
         cmocka_unit_test(test_pool_nested_calls),
         cmocka_unit_test(test_pool_every_thread_takes_part),
+        cmocka_unit_test(test_pool_back_to_back_sections),
+        cmocka_unit_test(test_pool_shared_by_callers),
         cmocka_unit_test(test_pool_threads_zero_and_negative),
         cmocka_unit_test(test_simd_cap),
         cmocka_unit_test(test_specs),

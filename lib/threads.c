@@ -69,7 +69,9 @@ struct bn_pool {
     uint64_t n, chunks;
     /* Hot words, a cache line each: the section's number; its chunks, taken
      * by compare-and-swap on (number << 32 | next chunk), so that a worker
-     * still holding an old number takes nothing; the chunks done; who sleeps. */
+     * still holding an old number takes nothing (the low 32 bits of it: a
+     * worker would have to sleep through 2^32 sections between reading the
+     * number and its swap to take a wrong chunk); the chunks done; who sleeps. */
     _Alignas(64) uint64_t generation;
     _Alignas(64) uint64_t ticket;
     _Alignas(64) uint64_t finished;

@@ -119,7 +119,8 @@ static void chunk_range(uint64_t n, uint64_t chunks, uint64_t c, uint64_t *b, ui
     *e = *b + base + (c < rem ? 1 : 0);
 }
 
-#define TAG(gen) ((gen) << 32)
+/* A ticket's section number: the low 32 bits of gen, in the high half. */
+#define TAG(gen) ((uint64_t)(gen) << 32)
 
 /* Chunk c of section gen, done; wakes the caller after the last one. */
 static void run_chunk(bn_pool *p, bn_range_fn fn, void *arg, uint64_t n, uint64_t chunks, uint64_t c)
@@ -144,7 +145,7 @@ static void run_section(bn_pool *p, uint64_t gen)
     uint64_t t = __atomic_load_n(&p->ticket, __ATOMIC_RELAXED);
     for (;;) {
         const uint64_t c = t & 0xffffffffu;
-        if ((t >> 32) != (gen & 0xffffffffu) || c >= chunks) return;
+        if ((t & ~(uint64_t)0xffffffffu) != TAG(gen) || c >= chunks) return;
         /* success means the section is still this one: it cannot end
          * without this chunk, so what was read above was its own */
         if (__atomic_compare_exchange_n(&p->ticket, &t, t + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {

@@ -201,6 +201,7 @@ static const bn_t2_kernels kern_avx512 = {.name = "avx512", .quant_row = bn_quan
                                           .dot_sub = bn_t2_dot_sub_avx2, .tokens_per_pass = 8, .pair_layout = 1};
 static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_vnni,
                                         .dot_sub = bn_t2_dot_sub_vnni, .dot2 = bn_t2_dot2_vnni, .gemv = bn_t2_gemv_vnni,
+                                        .gemv2 = bn_t2_gemv2_vnni,
                                         .tokens_per_pass = 8, .pair_layout = 1, .chains8 = bn_group_chains8_avx2};
 #endif
 
@@ -357,7 +358,8 @@ static inline __attribute__((always_inline)) void pf_chunk(const bl_job *j, uint
 
 /* Integer sums of rows [begin, end) over blocks [c0, c0 + nb) for all tokens,
  * added into part[(o - begin) * T + t].  One token with whole rows goes to
- * the prefetching gemv kernel, which may prefetch up to the end of row
+ * the prefetching gemv kernels (two rows at once where the kernel set has
+ * gemv2, an odd last row alone), which may prefetch up to the end of row
  * pf_end (the end of the caller's piece); the pass kernels' chunks are
  * prefetched here (pf_chunk). */
 static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0, size_t nb, int32_t *part,
@@ -366,7 +368,10 @@ static void sums_chunk(const bl_job *j, uint64_t begin, uint64_t end, size_t c0,
     const uint64_t T = j->io->tokens;
     if (T == 1 && j->k->gemv && c0 == 0 && nb == j->nblocks) {
         const uint8_t *last = j->w->t2 + pf_end * j->rb - 1;
-        for (uint64_t o = begin; o < end; o++) j->k->gemv(j->w->t2 + o * j->rb, j->xq, nb, part + (o - begin), last);
+        uint64_t o = begin;
+        if (j->k->gemv2)
+            for (; o + 2 <= end; o += 2) j->k->gemv2(j->w->t2 + o * j->rb, j->rb, j->xq, nb, part + (o - begin), last);
+        for (; o < end; o++) j->k->gemv(j->w->t2 + o * j->rb, j->xq, nb, part + (o - begin), last);
         return;
     }
     const int tpp = j->k->tokens_per_pass;

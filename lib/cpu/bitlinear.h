@@ -69,6 +69,10 @@ typedef void (*bn_t2_dot2_fn)(const uint8_t *w0, const uint8_t *w1, const int8_t
 #define BL_PF_BYTES 24576
 #endif
 typedef void (*bn_t2_gemv_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
+/* gemv2 (optional): the same for two rows at once, w and w + rb (acc[0],
+ * acc[1]); pf_last as above. */
+typedef void (*bn_t2_gemv2_fn)(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, int32_t *acc,
+                               const uint8_t *pf_last);
 typedef void (*bn_t2_dot_sub_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 
 typedef struct {
@@ -78,6 +82,7 @@ typedef struct {
     bn_t2_dot_sub_fn dot_sub;
     bn_t2_dot2_fn dot2;   /* (optional) */
     bn_t2_gemv_fn gemv;   /* (optional) */
+    bn_t2_gemv2_fn gemv2; /* (optional, with gemv) */
     int tokens_per_pass;  /* nt per dot call (<= BN_T2_MAXT) */
     int pair_layout;      /* 1: x rows use the AVX-512 pairwise layout (see bitlinear.c) */
     /* (optional) group scales: the float chains of 8 rows (bitlinear.c) */
@@ -97,6 +102,8 @@ void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size
                      int32_t *acc0, int32_t *acc1);
 void bn_t2_dot_vnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_gemv_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
+void bn_t2_gemv2_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, int32_t *acc,
+                      const uint8_t *pf_last);
 void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 #endif
 

@@ -30,33 +30,59 @@ INLINE __m512i LD_REG(const int8_t *p)
  * keeps enough lines in flight.  Without it one core read at 10 GB/s against
  * a read roofline of 24 GB/s on a Zen 4 VM (4 KiB pages; the hardware
  * prefetcher alone did not run far enough ahead of this loop), with it at
- * 21-27 GB/s; L1 prefetches or distances under 8 KiB gained less. */
+ * 21-27 GB/s; L1 prefetches or distances under 8 KiB gained less.
+ *
+ * NR rows rb bytes apart at once (gemv2: two): each 64-byte activation load
+ * feeds every row, 3 loads per 4 vpdpbusd a row instead of 5, and each row's
+ * stream is prefetched.  On a 2-vCPU AMD EPYC (Zen 4) VM, 4096 x 14336 with
+ * its weights in the cache, one thread (bitnet-bench --threads 1 --llc 1,
+ * three alternating rounds): one row 0.41-0.45 ms, two 0.33-0.34, three
+ * 0.34, four 0.44-0.45 (slower); weights rotated past the caches (2
+ * threads): one row 0.42-0.50 ms, two 0.40-0.49.  Prefetching only one of
+ * the two streams left every other row's lines cold: 0.75 ms. */
 #define BL_NOSHIFT_MAX_BLOCKS 4095
-static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
+INLINE void gemv_rows(const uint8_t *w, size_t rb, const int NR, const int8_t *x, size_t nblocks, int32_t *acc,
+                      const uint8_t *pf_last)
+{
+    const size_t pfd = BL_PF_BYTES;
+    const __m512i m[4] = {_mm512_set1_epi8(3), _mm512_set1_epi8(12), _mm512_set1_epi8(48),
+                          _mm512_set1_epi8((char)192)};
+    __m512i a[2][4];
+    #pragma GCC unroll 2
+    for (int r = 0; r < NR; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_si512();
+    const size_t npairs = (nblocks + 1) / 2;
+    for (size_t p = 0; p < npairs; p++) {
+        __m512i u[2];
+        #pragma GCC unroll 2
+        for (int r = 0; r < NR; r++) {
+            u[r] = load_pair(w + r * rb, p, nblocks);
+            if (pf_last) {
+                const uint8_t *q = w + r * rb + 64 * p + pfd;
+                _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
+            }
+        }
+        const int8_t *xp = x + 256 * p;
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i xv = LD_REG(xp + 64 * k);
+            #pragma GCC unroll 2
+            for (int r = 0; r < NR; r++) a[r][k] = _mm512_dpbusd_epi32(a[r][k], _mm512_and_si512(u[r], m[k]), xv);
+        }
+    }
+    #pragma GCC unroll 2
+    for (int r = 0; r < NR; r++) {
+        const __m512i s = _mm512_add_epi32(_mm512_add_epi32(a[r][0], _mm512_srai_epi32(a[r][1], 2)),
+                                           _mm512_add_epi32(_mm512_srai_epi32(a[r][2], 4), _mm512_srai_epi32(a[r][3], 6)));
+        acc[r] = _mm512_reduce_add_epi32(s);
+    }
+}
+
+/* Rows past BL_NOSHIFT_MAX_BLOCKS blocks: the codes shifted down first. */
+static void dot_1_shift(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
 {
     const size_t pfd = BL_PF_BYTES;
     __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
     const size_t npairs = (nblocks + 1) / 2;
-    if (nblocks <= BL_NOSHIFT_MAX_BLOCKS) {
-        const __m512i m0 = _mm512_set1_epi8(3), m1 = _mm512_set1_epi8(12), m2 = _mm512_set1_epi8(48),
-                      m3 = _mm512_set1_epi8((char)192);
-        for (size_t p = 0; p < npairs; p++) {
-            const __m512i wb = load_pair(w, p, nblocks);
-            if (pf_last) {
-                const uint8_t *q = w + 64 * p + pfd;
-                _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
-            }
-            const int8_t *xp = x + 256 * p;
-            a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(wb, m0), LD(xp));
-            a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(wb, m1), LD(xp + 64));
-            a2 = _mm512_dpbusd_epi32(a2, _mm512_and_si512(wb, m2), LD(xp + 128));
-            a3 = _mm512_dpbusd_epi32(a3, _mm512_and_si512(wb, m3), LD(xp + 192));
-        }
-        const __m512i s = _mm512_add_epi32(_mm512_add_epi32(a0, _mm512_srai_epi32(a1, 2)),
-                                           _mm512_add_epi32(_mm512_srai_epi32(a2, 4), _mm512_srai_epi32(a3, 6)));
-        acc[0] = _mm512_reduce_add_epi32(s);
-        return;
-    }
     const __m512i mask = _mm512_set1_epi8(3);
     for (size_t p = 0; p < npairs; p++) {
         const __m512i wb = load_pair(w, p, nblocks);
@@ -73,9 +99,26 @@ static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *ac
     acc[0] = _mm512_reduce_add_epi32(_mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3)));
 }
 
+static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
+{
+    if (nblocks <= BL_NOSHIFT_MAX_BLOCKS) gemv_rows(w, 0, 1, x, nblocks, acc, pf_last);
+    else dot_1_shift(w, x, nblocks, acc, pf_last);
+}
+
 void bn_t2_gemv_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
 {
     dot_1(w, x, nblocks, acc, pf_last);
+}
+
+void bn_t2_gemv2_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, int32_t *acc,
+                      const uint8_t *pf_last)
+{
+    if (nblocks <= BL_NOSHIFT_MAX_BLOCKS) {
+        gemv_rows(w, rb, 2, x, nblocks, acc, pf_last);
+        return;
+    }
+    dot_1_shift(w, x, nblocks, acc, pf_last);
+    dot_1_shift(w + rb, x, nblocks, acc + 1, pf_last);
 }
 
 INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int nt, size_t nblocks, int32_t *acc)

@@ -4,9 +4,10 @@
  *   - group scales of 32, 64, 128 and 256 columns (the 8-row batches and
  *     their remainders, group counts that are not a multiple of 8, odd
  *     block counts), outputs bit-identical to bitnet_bitlinear_ref;
- *   - the one-token VNNI kernel that uses the codes in place (code * 4^k)
- *     up to 4095 blocks per row and shifts beyond: worst-case magnitudes on
- *     both sides of the limit, checked against integers computed here;
+ *   - the one-token VNNI kernels (one row, and two at once) that use the
+ *     codes in place (code * 4^k) up to 4095 blocks per row and shift
+ *     beyond: worst-case magnitudes on both sides of the limit, checked
+ *     against integers computed here (3 rows: a pair and an odd last row);
  *   - weights and inputs at odd addresses;
  *   - many calls in a row (the thread pool's spinning hand-off), and calls
  *     of changing scratch needs, past what the backend keeps between calls;

@@ -34,10 +34,12 @@ INLINE __m512i LD_REG(const int8_t *p)
  *
  * NR rows rb bytes apart at once (gemv2: two): each 64-byte activation load
  * feeds every row, 3 loads per 4 vpdpbusd a row instead of 5, and each row's
- * stream is prefetched.  On a 2-vCPU AMD EPYC (Zen 4) VM, 4096 x 14336 with
- * its weights in the cache, one thread (bitnet-bench --threads 1 --llc 1,
- * three alternating rounds): one row 0.41-0.45 ms, two 0.33-0.34, three
- * 0.34, four 0.44-0.45 (slower); weights rotated past the caches (2
+ * stream is prefetched.  On a 2-vCPU AMD EPYC (Zen 4) VM, 4096 x 14336 at
+ * one token with its weights in the cache (bitnet-bench --llc 1, six
+ * alternating rounds, medians): one thread 0.427-0.472 ms with one row at a
+ * time, 0.348-0.378 with two; two threads 0.221-0.254 against 0.185-0.212.
+ * In three rounds of one thread, three rows took 0.34 ms (no better than
+ * two) and four 0.44-0.45 (worse).  Weights rotated past the caches (2
  * threads): one row 0.42-0.50 ms, two 0.40-0.49.  Prefetching only one of
  * the two streams left every other row's lines cold: 0.75 ms. */
 #define BL_NOSHIFT_MAX_BLOCKS 4095

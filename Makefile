@@ -53,12 +53,13 @@ ALL_LDFLAGS = $(SANFLAGS) $(LDFLAGS)
 ARCH := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifneq ($(filter x86_64%,$(ARCH)),)
 SIMD_AVX2   := -mavx2 -mfma -mf16c
+SIMD_AVXVNNI := $(SIMD_AVX2) -mavxvnni
 SIMD_AVX512 := -mavx2 -mfma -mf16c -mavx512f -mavx512bw -mavx512vl -mavx512dq
 SIMD_VNNI   := $(SIMD_AVX512) -mavx512vnni
 SIMD_AMX    := $(SIMD_VNNI) -mamx-tile -mamx-int8
 LIB_SRC  := $(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c)
 else
-LIB_SRC  := $(filter-out %_avx2.c %_avx512.c %_vnni.c %_amx.c,$(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c))
+LIB_SRC  := $(filter-out %_avx2.c %_avxvnni.c %_avx512.c %_vnni.c %_amx.c,$(wildcard lib/*.c lib/cpu/*.c lib/opencl/*.c))
 endif
 
 KERNELS  := $(sort $(wildcard kernels/*.cl))
@@ -100,6 +101,7 @@ $(BUILD)/%.o: %.c
 
 # Per-file SIMD flags: the file name says the instruction set.
 $(BUILD)/lib/cpu/%_avx2.o: EXTRA_CFLAGS := $(SIMD_AVX2)
+$(BUILD)/lib/cpu/%_avxvnni.o: EXTRA_CFLAGS := $(SIMD_AVXVNNI)
 $(BUILD)/lib/cpu/%_avx512.o: EXTRA_CFLAGS := $(SIMD_AVX512)
 $(BUILD)/lib/cpu/%_vnni.o: EXTRA_CFLAGS := $(SIMD_VNNI)
 $(BUILD)/lib/cpu/%_amx.o: EXTRA_CFLAGS := $(SIMD_AMX)
@@ -153,6 +155,18 @@ $(BUILD)/tests/%: $(BUILD)/tests/unit/%.o $(UNIT_HELPER_OBJ) $(LIB_TEST_A)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $^ $(CMOCKA_LIBS) $(LIBS)
+
+# The AVX-VNNI kernels' EVEX twins: the same source built with AVX-512 VL +
+# VNNI, which test_bitlinear_cpu compares with plain sums on CPUs that have
+# AVX-512 VNNI but not AVX-VNNI (nothing installed links them).
+ifneq ($(filter x86_64%,$(ARCH)),)
+AVXVNNI_EVEX_OBJ := $(BUILD)/tests/bitlinear_avxvnni_evex.o
+$(AVXVNNI_EVEX_OBJ): lib/cpu/bitlinear_avxvnni.c
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $< (EVEX twins)")
+	$(Q)$(CC) $(ALL_CFLAGS) $(SIMD_VNNI) -DBN_AVXVNNI_EVEX -c $< -o $@
+$(BUILD)/tests/test_bitlinear_cpu: $(AVXVNNI_EVEX_OBJ)
+endif
 
 # ---- tests ---------------------------------------------------------------
 # `make check` and `make demo` first install missing Debian packages, then

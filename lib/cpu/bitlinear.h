@@ -97,6 +97,8 @@ void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, s
 void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 void bn_t2_gemv_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 void bn_group_chains8_avx2(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
+void bn_t2_dot_avxvnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_gemv_avxvnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 void bn_t2_dot_avx512(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt, size_t nblocks,
                      int32_t *acc0, int32_t *acc1);

@@ -10,9 +10,14 @@
 #include "../backend.h"
 #include "../threads.h"
 
-/* amx: AVX-512 VNNI plus AMX INT8 tiles that the kernel let this process use. */
-typedef enum { BN_SIMD_SCALAR = 0, BN_SIMD_AVX2, BN_SIMD_AVX512, BN_SIMD_AVX512_VNNI, BN_SIMD_AMX } bn_simd;
-/* Detected once; BITNET_SIMD=scalar|avx2|avx512|avx512-vnni|amx caps it (tests use it). */
+/* avx-vnni: AVX2 plus the VEX-encoded 256-bit VNNI (Intel client cores
+ * from Alder Lake on, which have no AVX-512).  Each level from avx512 up
+ * implies the ones below it but avx-vnni: an AVX-512 CPU may lack AVX-VNNI.
+ * amx: AVX-512 VNNI plus AMX INT8 tiles that the kernel let this process use. */
+typedef enum { BN_SIMD_SCALAR = 0, BN_SIMD_AVX2, BN_SIMD_AVX_VNNI, BN_SIMD_AVX512, BN_SIMD_AVX512_VNNI, BN_SIMD_AMX } bn_simd;
+/* Detected once; BITNET_SIMD=scalar|avx2|avx-vnni|avx512|avx512-vnni|amx
+ * caps it at the highest level this CPU has that is not above the one named
+ * (tests use it). */
 bn_simd bn_cpu_simd(void);
 /* amx.c: nonzero when the CPU has AMX-INT8 and Linux granted the tile state. */
 int bn_amx_usable(void);

@@ -39,7 +39,7 @@ static float rndf(void) { return (float)((double)rnd() / 4294967296.0 * 2.0 - 1.
 
 
 typedef struct { const char *simd; int threads; } config;
-static const config configs[] = {{"scalar", 1}, {"avx2", 2}, {"avx512", 1}, {"avx512", 2},
+static const config configs[] = {{"scalar", 1}, {"avx2", 2}, {"avx-vnni", 1}, {"avx-vnni", 2}, {"avx512", 1}, {"avx512", 2},
                                  {"avx512-vnni", 1}, {"avx512-vnni", 2}};
 #define NCFG (sizeof configs / sizeof configs[0])
 
@@ -372,6 +372,112 @@ static void test_scratch_reuse(void **state)
     bitnet_backend_free(be);
 }
 
+/* ---- the AVX-VNNI kernels, kernel by kernel -------------------------------------- */
+
+#if defined(__x86_64__)
+/* The EVEX-encoded twins of lib/cpu/bitlinear_avxvnni.c (the same source
+ * built with AVX-512 VL + VNNI; Makefile), for CPUs without AVX-VNNI. */
+void bn_t2_dot_avxvnni_evex(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
+void bn_t2_gemv_avxvnni_evex(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
+
+/* sum over the row of code * x (code = q + 1, natural layout of bnt(5):
+ * byte j of block b holds columns 128 b + 32 k + j at bits 2k) */
+static int64_t plain_sum(const uint8_t *w, const int8_t *x, size_t nblocks)
+{
+    int64_t a = 0;
+    for (size_t b = 0; b < nblocks; b++)
+        for (int k = 0; k < 4; k++)
+            for (int j = 0; j < 32; j++) a += (int64_t)((w[32 * b + j] >> (2 * k)) & 3) * x[128 * b + 32 * k + j];
+    return a;
+}
+
+typedef struct {
+    const char *name;
+    void (*dot)(const uint8_t *, const int8_t *, size_t, int, size_t, int32_t *);
+    void (*gemv)(const uint8_t *, const int8_t *, size_t, int32_t *, const uint8_t *);
+} vnni256_set;
+
+/* Random codes (never all zero) and activations over the whole int8 range,
+ * at odd addresses, 1 to 4 tokens: the pass kernel and the one-token kernel
+ * (with and without prefetch) against plain_sum; then the worst case
+ * (every code 2, every activation -128) on both sides of the one-token
+ * kernel's in-place limit of 4095 blocks. */
+static int vnni256_check(const vnni256_set *k)
+{
+    static const size_t blocks[] = {1, 2, 3, 17, 64, 255, 4095, 4096};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) {
+        const size_t nb = blocks[i], xstride = 128 * nb + 32;
+        uint8_t *wbuf = malloc(32 * nb + 1);
+        int8_t *xbuf = malloc(4 * xstride + 1);
+        assert_true(wbuf && xbuf);
+        uint8_t *w = wbuf + 1;
+        int8_t *x = xbuf + 1;
+        for (size_t j = 0; j < 32 * nb; j++) {
+            uint8_t v = 0;
+            for (int c = 0; c < 4; c++) v |= (uint8_t)((rnd() % 3) << (2 * c));
+            w[j] = v;
+        }
+        for (size_t j = 0; j < 4 * xstride; j++) x[j] = (int8_t)(rnd() & 0xff);
+        for (int nt = 1; nt <= 4; nt++) {
+            int32_t acc[4];
+            k->dot(w, x, xstride, nt, nb, acc);
+            for (int t = 0; t < nt; t++) {
+                const int64_t want = plain_sum(w, x + (size_t)t * xstride, nb);
+                if (acc[t] != want) {
+                    print_message("# %s dot: %zu blocks, %d tokens, token %d: %d, want %lld\n", k->name, nb, nt, t,
+                                  acc[t], (long long)want);
+                    bad++;
+                }
+            }
+        }
+        for (int pf = 0; pf < 2; pf++) {
+            int32_t a = 0;
+            k->gemv(w, x, nb, &a, pf ? w + 32 * nb - 1 : NULL);
+            const int64_t want = plain_sum(w, x, nb);
+            if (a != want) {
+                print_message("# %s gemv: %zu blocks, prefetch %d: %d, want %lld\n", k->name, nb, pf, a, (long long)want);
+                bad++;
+            }
+        }
+        memset(w, 0xaa, 32 * nb);
+        memset(x, 0x80, 128 * nb);
+        int32_t a = 0;
+        k->gemv(w, x, nb, &a, NULL);
+        if (a != -256 * 128 * (int64_t)nb) {
+            print_message("# %s gemv, worst case: %zu blocks: %d, want %lld\n", k->name, nb, a,
+                          (long long)(-256 * 128 * (int64_t)nb));
+            bad++;
+        }
+        free(wbuf);
+        free(xbuf);
+    }
+    return bad;
+}
+#endif
+
+static void test_avxvnni_kernels(void **state)
+{
+    (void)state;
+#if defined(__x86_64__)
+    int ran = 0, bad = 0;
+    if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) {
+        const vnni256_set evex = {"avx-vnni (EVEX twin)", bn_t2_dot_avxvnni_evex, bn_t2_gemv_avxvnni_evex};
+        bad += vnni256_check(&evex);
+        ran++;
+    }
+    if (tu_has_avxvnni() && __builtin_cpu_supports("avx2")) {
+        const vnni256_set vex = {"avx-vnni", bn_t2_dot_avxvnni, bn_t2_gemv_avxvnni};
+        bad += vnni256_check(&vex);
+        ran++;
+    }
+    assert_int_equal(bad, 0);
+    if (!ran) skip();
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -382,6 +488,7 @@ int main(void)
         cmocka_unit_test(test_scratch_reuse),
         cmocka_unit_test(test_tiles),
         cmocka_unit_test(test_tiles_public),
+        cmocka_unit_test(test_avxvnni_kernels),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,9 @@
 #include "bitnet.h"
 
 #include <dirent.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -63,4 +66,16 @@ int tu_temps_in(const char *dir)
     while ((e = readdir(d))) n += bitnet_outfile_is_temp(e->d_name);
     closedir(d);
     return n;
+}
+
+int tu_has_avxvnni(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned a, b, c, d;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d) || a < 1) return 0;
+    __get_cpuid_count(7, 1, &a, &b, &c, &d);
+    return (a >> 4) & 1;
+#else
+    return 0;
+#endif
 }

@@ -27,6 +27,10 @@ size_t tu_t2_row_bytes(uint64_t in);
 void tu_t2_pack(const int8_t *q, uint64_t out, uint64_t in, uint8_t *t2);
 float *tu_lcg_floats(uint64_t n, uint32_t seed, int zero, float div);
 
+/* Whether the CPU has AVX-VNNI (CPUID leaf 7, sub-leaf 1, EAX bit 4), asked
+ * apart from the library; 0 off x86. */
+int tu_has_avxvnni(void);
+
 /* Temporaries of outputs (bitnet_outfile_is_temp) in dir; -1 when it cannot be read. */
 int tu_temps_in(const char *dir);
 

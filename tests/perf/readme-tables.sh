@@ -75,6 +75,13 @@ mkdir -p "$OUTDIR"
 
 # ---- the header ---------------------------------------------------------------
 cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+# virtual machines often name only the vendor ("AMD EPYC"): the family and
+# model numbers tell the generation, and the SIMD level what ran
+cpu_fam=$(sed -n 's/^cpu family[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+cpu_mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+[ -n "$cpu_fam" ] && cpu_model="$cpu_model (family $cpu_fam, model $cpu_mod)"
+cpu_simd=$("$BENCH" --list-devices 2>/dev/null | sed -n 's/^ *simd: \([^,]*\),.*/\1/p' | head -1)
+[ -n "$cpu_simd" ] && cpu_model="$cpu_model, SIMD level $cpu_simd"
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu=""
 if command -v nvidia-smi >/dev/null 2>&1; then

@@ -7,12 +7,12 @@
  * saturation), four shifts add up in int16 (<= 2048) and vpmaddwd widens.
  */
 #include "bitlinear.h"
+#include "bitlinear_x256.h"
 
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>
 
-#define INLINE static inline __attribute__((always_inline))
 
 /* bn_group_chains8_avx2 follows the definition's roundings: no FMA
  * (this file is built with -mfma; gcc in ISO C mode contracts nothing) */
@@ -64,14 +64,6 @@ int bn_quant_row_avx2(const float *x, uint64_t n, uint64_t npad, int8_t *q, floa
     memset(q + n, 0, (size_t)(npad - n));
     *s = sc;
     return 0;
-}
-
-INLINE int32_t hsum(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
 }
 
 INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int nt, size_t nblocks, int32_t *acc)

@@ -27,10 +27,10 @@
  * two-token pass was slower than AVX2 (1.14-1.34 ms): vpdpbusd's latency.
  */
 #include "bitlinear.h"
+#include "bitlinear_x256.h"
 
 #include <immintrin.h>
 
-#define INLINE static inline __attribute__((always_inline))
 
 #ifdef BN_AVXVNNI_EVEX
 #define DPBUSD(acc, u, s) _mm256_dpbusd_epi32((acc), (u), (s))
@@ -41,14 +41,6 @@
 #endif
 
 #define LD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
-
-INLINE int32_t hsum(__m256i v)
-{
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
-    return _mm_cvtsi128_si32(s);
-}
 
 /* Passes of nt tokens: the four code planes of a block decoded once (shift
  * and mask, codes 0..2) for every token.  vpdpbusd's latency is several

@@ -59,14 +59,12 @@ INLINE void dot_nt(const uint8_t *w, const int8_t *x, size_t xstride, const int 
         for (int k = 0; k < na; k++) a[t][k] = _mm256_setzero_si256();
     for (size_t b = 0; b < nblocks; b++) {
         const __m256i wb = LD(w + 32 * b);
-        const __m256i c[4] = {_mm256_and_si256(wb, mask), _mm256_and_si256(_mm256_srli_epi16(wb, 2), mask),
-                              _mm256_and_si256(_mm256_srli_epi16(wb, 4), mask),
-                              _mm256_and_si256(_mm256_srli_epi16(wb, 6), mask)};
         #pragma GCC unroll 4
-        for (int t = 0; t < nt; t++) {
-            const int8_t *xp = x + (size_t)t * xstride + 128 * b;
+        for (int k = 0; k < 4; k++) { /* one plane live at a time */
+            const __m256i c = _mm256_and_si256(_mm256_srli_epi16(wb, 2 * k), mask);
             #pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) a[t][k % na] = DPBUSD(a[t][k % na], c[k], LD(xp + 32 * k));
+            for (int t = 0; t < nt; t++)
+                a[t][k % na] = DPBUSD(a[t][k % na], c, LD(x + (size_t)t * xstride + 128 * b + 32 * k));
         }
     }
     #pragma GCC unroll 4

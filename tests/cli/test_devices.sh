@@ -4,7 +4,7 @@
 
 expect_rc 0 "info --devices" bitnet-info --devices
 expect_out '^cpu: ' "the CPU is listed"
-expect_out 'simd: \(scalar\|avx2\|avx512\|avx512-vnni\|amx\)' "its SIMD level is named"
+expect_out 'simd: \(scalar\|avx2\|avx-vnni\|avx512\|avx512-vnni\|amx\)' "its SIMD level is named"
 if grep -q 'opencl:0' "$T/out"; then
     expect_out 'compute units' "an OpenCL device shows its compute units"
     expect_out 'max work-group' "and its work-group limit"

@@ -69,6 +69,10 @@ typedef void (*bn_t2_dot2_fn)(const uint8_t *w0, const uint8_t *w1, const int8_t
 #define BL_PF_BYTES 24576
 #endif
 typedef void (*bn_t2_gemv_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
+/* The VNNI one-token kernels (AVX-512 and AVX-VNNI) use the codes in place,
+ * as code * 4^k, up to this many blocks a row, and shift them down beyond:
+ * their sums must fit in int32 (bitlinear_vnni.c has the bound). */
+#define BN_T2_NOSHIFT_MAX_BLOCKS 4095
 /* gemv2 (optional): the same for two rows at once, w and w + rb (acc[0],
  * acc[1]); pf_last as above. */
 typedef void (*bn_t2_gemv2_fn)(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, int32_t *acc,

@@ -13,7 +13,6 @@
 #include <math.h>
 #include <string.h>
 
-
 /* bn_group_chains8_avx2 follows the definition's roundings: no FMA
  * (this file is built with -mfma; gcc in ISO C mode contracts nothing) */
 #if defined(__clang__)

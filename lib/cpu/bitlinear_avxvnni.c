@@ -90,10 +90,9 @@ void FN(bn_t2_dot_avxvnni)(const uint8_t *w, const int8_t *x, size_t xstride, in
  * codes of shift k used in place as code * 4^k (w & (3 << 2k), no shift),
  * one accumulator per shift, each lane a multiple of 4^k, shifted back
  * exactly before the horizontal sum.  A lane of accumulator 3 gains at most
- * 4 * 128 * 128 a block: up to BL_AVXVNNI_NOSHIFT_BLOCKS blocks fit in
+ * 4 * 128 * 128 a block: up to BN_T2_NOSHIFT_MAX_BLOCKS blocks fit in
  * int32 with room to spare; longer rows take the pass kernel.  Prefetched
  * into L2 BL_PF_BYTES ahead, never past pf_last. */
-#define BL_AVXVNNI_NOSHIFT_BLOCKS 4095
 INLINE void gemv_block(const uint8_t *w, const int8_t *x, const __m256i m[4], __m256i a[4])
 {
     const __m256i wb = LD(w);
@@ -105,7 +104,7 @@ INLINE void gemv_block(const uint8_t *w, const int8_t *x, const __m256i m[4], __
 
 void FN(bn_t2_gemv_avxvnni)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
 {
-    if (nblocks > BL_AVXVNNI_NOSHIFT_BLOCKS) {
+    if (nblocks > BN_T2_NOSHIFT_MAX_BLOCKS) {
         dot_nt(w, x, 0, 1, nblocks, acc);
         return;
     }

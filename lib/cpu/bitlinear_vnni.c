@@ -23,7 +23,7 @@ INLINE __m512i LD_REG(const int8_t *p)
  * shift in its own accumulator; every lane of accumulator k holds a multiple
  * of 4^k, so an arithmetic shift right by 2k per lane is exact and one
  * horizontal sum ends the row.  |sum| <= 4^3 * 256 * 32 * nblocks must fit
- * in int32: BL_NOSHIFT_MAX_BLOCKS.
+ * in int32: BN_T2_NOSHIFT_MAX_BLOCKS (bitlinear.h).
  *
  * The weights stream from memory once; a software prefetch into L2
  * BL_PF_BYTES ahead (clamped to pf_last, the last line the caller will read)
@@ -42,7 +42,6 @@ INLINE __m512i LD_REG(const int8_t *p)
  * two) and four 0.44-0.45 (worse).  Weights rotated past the caches (2
  * threads): one row 0.42-0.50 ms, two 0.40-0.49.  Prefetching only one of
  * the two streams left every other row's lines cold: 0.75 ms. */
-#define BL_NOSHIFT_MAX_BLOCKS 4095
 INLINE void gemv_rows(const uint8_t *w, size_t rb, const int NR, const int8_t *x, size_t nblocks, int32_t *acc,
                       const uint8_t *pf_last)
 {
@@ -79,7 +78,7 @@ INLINE void gemv_rows(const uint8_t *w, size_t rb, const int NR, const int8_t *x
     }
 }
 
-/* Rows past BL_NOSHIFT_MAX_BLOCKS blocks: the codes shifted down first. */
+/* Rows past BN_T2_NOSHIFT_MAX_BLOCKS blocks: the codes shifted down first. */
 static void dot_1_shift(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
 {
     const size_t pfd = BL_PF_BYTES;
@@ -103,7 +102,7 @@ static void dot_1_shift(const uint8_t *w, const int8_t *x, size_t nblocks, int32
 
 static void dot_1(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last)
 {
-    if (nblocks <= BL_NOSHIFT_MAX_BLOCKS) gemv_rows(w, 0, 1, x, nblocks, acc, pf_last);
+    if (nblocks <= BN_T2_NOSHIFT_MAX_BLOCKS) gemv_rows(w, 0, 1, x, nblocks, acc, pf_last);
     else dot_1_shift(w, x, nblocks, acc, pf_last);
 }
 
@@ -115,7 +114,7 @@ void bn_t2_gemv_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t 
 void bn_t2_gemv2_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, int32_t *acc,
                       const uint8_t *pf_last)
 {
-    if (nblocks <= BL_NOSHIFT_MAX_BLOCKS) {
+    if (nblocks <= BN_T2_NOSHIFT_MAX_BLOCKS) {
         gemv_rows(w, rb, 2, x, nblocks, acc, pf_last);
         return;
     }

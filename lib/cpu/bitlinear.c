@@ -205,7 +205,8 @@ static const bn_t2_kernels kern_avx512 = {.name = "avx512", .quant_row = bn_quan
 static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_vnni,
                                         .dot_sub = bn_t2_dot_sub_vnni, .dot2 = bn_t2_dot2_vnni, .gemv = bn_t2_gemv_vnni,
                                         .gemv2 = bn_t2_gemv2_vnni,
-                                        .tokens_per_pass = 8, .pair_layout = 1, .chains8 = bn_group_chains8_avx2};
+                                        .tokens_per_pass = 8, .pair_layout = 1, .chains8 = bn_group_chains8_avx2,
+                                        .grp1 = bn_t2_grp1_vnni, .grpn = bn_t2_grpn_vnni};
 #endif
 
 static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
@@ -244,6 +245,7 @@ typedef struct bl_job {
     int32_t *xsub;     /* sum of x per 32-column sub-block: tokens * nsub */
     int32_t *xtot;     /* sum of x per token */
     int32_t *xgrp;     /* group scales: sum of x per group, tokens * ngroups */
+    int32_t *xg8;      /* the same for the grpn kernels: [t / 8][group][t % 8] (NULL: not used) */
     float *y;          /* tokens x out (io->y or scratch) */
     int failed;        /* set by a worker: the input or the output is not finite */
     /* many tokens on tiles (NULL: not used) */
@@ -307,6 +309,7 @@ static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
                 int32_t s = 0;
                 for (uint64_t q = i * g; q < (i + 1) * g && q < j->nsub; q++) s += j->xsub[t * j->nsub + q];
                 j->xgrp[t * ng + i] = s;
+                if (j->xg8) j->xg8[((t / 8) * ng + i) * 8 + t % 8] = s;
             }
         }
         if (j->k->pair_layout) pair_permute(nat, j->xstride / BITNET_T2_BLOCK, dst);
@@ -491,8 +494,63 @@ static inline __attribute__((always_inline)) void group_chains(const int32_t *ac
     for (uint64_t r = 0; r < nr; r++) y[r] = sum[r];
 }
 
+/* Group scales on the grp1 / grpn kernels (groups of one block or of an
+ * even number of blocks).  One token: eight rows' group sums (two rows a
+ * call), then the eight rows' float chains side by side, as below.  More tokens: two rows and up to eight tokens a call,
+ * the float chains inside the kernel. */
+static int group_fast(const bl_job *j)
+{
+    const uint32_t g = j->w->group;
+    return j->k->grpn && g % BITNET_T2_BLOCK == 0 && (g == BITNET_T2_BLOCK || g / BITNET_T2_BLOCK % 2 == 0);
+}
+
+static void rows_group_fast(bl_job *j, uint64_t begin, uint64_t end, int32_t *sub)
+{
+    const bitnet_ternary_matrix *w = j->w;
+    const bitnet_bitlinear_io *io = j->io;
+    const uint64_t T = io->tokens, out = w->out;
+    const size_t ng = (size_t)((w->in + w->group - 1) / w->group), bpg = w->group / BITNET_T2_BLOCK;
+    if (T == 1) {
+        const uint8_t *last = w->t2 + end * j->rb - 1;
+        for (uint64_t o = begin; o < end; o += BL_GROUP_ROWS) {
+            const uint64_t nr = end - o < BL_GROUP_ROWS ? end - o : BL_GROUP_ROWS;
+            /* an odd last row is computed twice, into the next slot (nr < 8 there) */
+            for (uint64_t r = 0; r < nr; r += 2)
+                j->k->grp1(w->t2 + (o + r) * j->rb, r + 1 < nr ? j->rb : 0, j->xq, j->nblocks, bpg, ng, j->xgrp,
+                           sub + r * ng, sub + (r + 1) * ng, last);
+            float y[BL_GROUP_ROWS];
+            if (nr == BL_GROUP_ROWS && j->k->chains8) j->k->chains8(sub, ng, w->d + o * ng, ng, y);
+            else if (nr == BL_GROUP_ROWS) group_chains(sub, ng, w->d + o * ng, ng, BL_GROUP_ROWS, y);
+            else for (uint64_t r = 0; r < nr; r++) group_chains(sub + r * ng, ng, w->d + (o + r) * ng, ng, 1, y + r);
+            for (uint64_t r = 0; r < nr; r++) j->y[o + r] = bn_bl_epilogue(y[r] / j->xs[0], io, out, 0, o + r);
+        }
+        return;
+    }
+    for (uint64_t o = begin; o < end; o += 2) {
+        const int two = o + 1 < end;
+        if (o + 2 < end) pf_chunk(j, o + 2, 0, j->nblocks);
+        if (o + 3 < end) pf_chunk(j, o + 3, 0, j->nblocks);
+        const float *d0 = w->d + o * ng, *d1 = two ? d0 + ng : d0;
+        for (uint64_t t0 = 0; t0 < T; t0 += 8) {
+            const int nt = T - t0 < 8 ? (int)(T - t0) : 8;
+            float sums[16];
+            j->k->grpn(w->t2 + o * j->rb, two ? j->rb : 0, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, bpg, ng,
+                       d0, d1, j->xg8 + (size_t)(t0 / 8) * ng * 8, sums);
+            for (int r = 0; r < 1 + two; r++)
+                for (int i = 0; i < nt; i++) {
+                    const uint64_t t = t0 + (uint64_t)i;
+                    j->y[t * out + o + (uint64_t)r] = bn_bl_epilogue(sums[8 * r + i] / j->xs[t], io, out, t, o + (uint64_t)r);
+                }
+        }
+    }
+}
+
 static void rows_group(bl_job *j, uint64_t begin, uint64_t end, int32_t *sub)
 {
+    if (group_fast(j)) {
+        rows_group_fast(j, begin, end, sub);
+        return;
+    }
     const bitnet_ternary_matrix *w = j->w;
     const bitnet_bitlinear_io *io = j->io;
     const uint64_t T = io->tokens, out = w->out;
@@ -696,11 +754,14 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     size_t nbytes = 0;
     if (io->norm && bn_mul_size((size_t)(T * in), sizeof(float), &nbytes))
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
-    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, Y, XPACK, ACC, XNORM, NPARTS };
+    size_t xg8bytes = 0; /* ng * 8 per pass of 8 tokens, for the grpn kernels */
+    if (group && group_fast(&j) && bn_mul_size((size_t)((T + 7) / 8) * 8 * sizeof(int32_t), ng, &xg8bytes))
+        return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
+    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, XG8, Y, XPACK, ACC, XNORM, NPARTS };
     const size_t bytes[NPARTS] = {
         [XQ] = xbytes, [XNAT] = j.k->pair_layout ? xbytes : 0, [XS] = (size_t)T * sizeof(float),
         [XSUB] = (size_t)T * j.nsub * sizeof(int32_t), [XTOT] = (size_t)T * sizeof(int32_t),
-        [XGRP] = (size_t)T * ng * sizeof(int32_t), [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes, [XNORM] = nbytes};
+        [XGRP] = (size_t)T * ng * sizeof(int32_t), [XG8] = xg8bytes, [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes, [XNORM] = nbytes};
     size_t at[NPARTS], total = 0;
     for (int i = 0; i < NPARTS; i++)
         if (carve(&total, bytes[i], &at[i])) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
@@ -713,6 +774,9 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     j.xsub = (int32_t *)(scr + at[XSUB]);
     j.xtot = (int32_t *)(scr + at[XTOT]);
     j.xgrp = group ? (int32_t *)(scr + at[XGRP]) : NULL;
+    j.xg8 = xg8bytes ? (int32_t *)(scr + at[XG8]) : NULL;
+    if (j.xg8 && T % 8) /* the lanes of the tokens past T in the last pass */
+        memset(j.xg8 + (size_t)(T / 8) * ng * 8, 0, ng * 8 * sizeof(int32_t));
     j.y = io->y ? io->y : (float *)(scr + at[Y]);
     j.xpack = j.tiles ? (int8_t *)(scr + at[XPACK]) : NULL;
     j.acc = (int32_t *)(scr + at[ACC]);

@@ -78,6 +78,18 @@ typedef void (*bn_t2_gemv_fn)(const uint8_t *w, const int8_t *x, size_t nblocks,
 typedef void (*bn_t2_gemv2_fn)(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, int32_t *acc,
                                const uint8_t *pf_last);
 typedef void (*bn_t2_dot_sub_fn)(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
+/* Group scales of bpg blocks a group, bpg 1 or even (bitlinear.c, rows_group):
+ *   grp1: one token, rows w and w + rb (rb 0: the same row twice): the
+ *         sums of (code - 1) * x of each of the ng groups into o0 and o1
+ *         (xg: the sums of x per group); pf_last as for gemv;
+ *   grpn: nt tokens (1..8) xstride apart, the same two rows: the float
+ *         chains of the definition, sums[8 r + t] = sum over the groups in
+ *         order of (float)(acc_g - xg8[8 g + t]) * d_r[g] (d0, d1: the
+ *         rows' ng scales). */
+typedef void (*bn_t2_grp1_fn)(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
+                              const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
+typedef void (*bn_t2_grpn_fn)(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks,
+                              size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums);
 
 typedef struct {
     const char *name;
@@ -91,6 +103,8 @@ typedef struct {
     int pair_layout;      /* 1: x rows use the AVX-512 pairwise layout (see bitlinear.c) */
     /* (optional) group scales: the float chains of 8 rows (bitlinear.c) */
     void (*chains8)(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
+    bn_t2_grp1_fn grp1;   /* (optional, with grpn) group scales of whole blocks */
+    bn_t2_grpn_fn grpn;
 } bn_t2_kernels;
 
 void bn_t2_dot_scalar(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
@@ -111,6 +125,10 @@ void bn_t2_gemv_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t 
 void bn_t2_gemv2_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, int32_t *acc,
                       const uint8_t *pf_last);
 void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
+void bn_t2_grp1_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
+                     const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
+void bn_t2_grpn_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t bpg,
+                     size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums);
 #endif
 
 /* Many tokens on INT8 tiles (bitlinear_tiles.h): acc[r * ldacc + t] = sum of

@@ -243,3 +243,197 @@ void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32
         else _mm_storeu_si128((__m128i *)(acc + 8 * p), _mm256_castsi256_si128(r));
     }
 }
+
+/* ---- group scales of whole blocks (bpg blocks a group: 1, or even) ---------
+ * A pair's four code planes against its four activation vectors leave, per
+ * token and row, one vector whose lanes 0..7 hold the sums of block 2p and
+ * lanes 8..15 those of block 2p + 1: with groups of one block, the two
+ * halves are two groups; with groups of 2h blocks, h pairs add up to one.
+ * The lanes of 16 such vectors are added in one transposing tree (grp_l1 ..
+ * grp_l4), a few instructions per group where a row's sums per 32-column
+ * sub-block (dot_sub) and then per group took several times the product's
+ * own work.  The codes are shifted down (0..2), so every sum is exact in
+ * int32 modulo 2^32, like the others of this file. */
+
+INLINE __m512i pair_dp(__m512i s, const __m512i c[4], const int8_t *xp)
+{
+    s = _mm512_dpbusd_epi32(s, c[0], LD(xp));
+    s = _mm512_dpbusd_epi32(s, c[1], LD(xp + 64));
+    s = _mm512_dpbusd_epi32(s, c[2], LD(xp + 128));
+    return _mm512_dpbusd_epi32(s, c[3], LD(xp + 192));
+}
+
+/* Per 128-bit lane l of a and b: [a0 + a2, b0 + b2, a1 + a3, b1 + b3]. */
+INLINE __m512i grp_l1(__m512i a, __m512i b)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi32(a, b), _mm512_unpackhi_epi32(a, b));
+}
+/* From two grp_l1 results of (a, b) and (c, d): per 128-bit lane, the sums
+ * of that lane's four int32 of a, b, c, d. */
+INLINE __m512i grp_l2(__m512i ab, __m512i cd)
+{
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(ab, cd), _mm512_unpackhi_epi64(ab, cd));
+}
+/* From two grp_l2 results u (vectors 0..3) and v (4..7): 128-bit lanes
+ * [u0 + u1, u2 + u3, v0 + v1, v2 + v3], i.e. the halves (8 int32) of each
+ * vector summed: lanes 0..3 vectors 0..3 low halves, 4..7 their high
+ * halves, 8..11 vectors 4..7 low, 12..15 high.  Applied to two of those
+ * (vectors 0..7 and 8..15), the whole sums of vectors 0..15 in order. */
+INLINE __m512i grp_l3(__m512i u, __m512i v)
+{
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(u, v, _MM_SHUFFLE(2, 0, 2, 0)),
+                            _mm512_shuffle_i32x4(u, v, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+/* Eight vectors to grp_l3's half sums. */
+INLINE __m512i grp_halves8(const __m512i v[8])
+{
+    return grp_l3(grp_l2(grp_l1(v[0], v[1]), grp_l1(v[2], v[3])), grp_l2(grp_l1(v[4], v[5]), grp_l1(v[6], v[7])));
+}
+
+/* One token, two rows (w and w + rb; rb 0 repeats the row): the sums of
+ * (code - 1) * x of each group, ng of them, into o0 and o1 (xg: the sums of
+ * x per group).  The activation loads feed both rows; each row's stream is
+ * prefetched as in gemv_rows.  h: pairs a group (0: half a pair). */
+INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t h, size_t ng,
+                      const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
+{
+    const size_t pfd = BL_PF_BYTES;
+    const size_t npairs = (nblocks + 1) / 2, hp = h ? h : 1, gpu = h ? 1 : 2;
+    const size_t nunits = (npairs + hp - 1) / hp, upb = 16 / gpu; /* units per 16 groups */
+    /* lanes of grp_halves8 for one-block groups: the two halves of vectors 0..7 in order */
+    const __m512i perm = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
+    int32_t *const o[2] = {o0, o1};
+    for (size_t u0 = 0; u0 < nunits; u0 += upb) {
+        const size_t nu = nunits - u0 < upb ? nunits - u0 : upb;
+        __m512i v[2][16];
+        for (size_t u = 0; u < nu; u++) {
+            /* a: codes of shifts 0 and 2 (one shift of the word), b: of shifts
+             * 1 and 3 in place, 4 * code (exact: a group's lanes stay far
+             * below 2^31, see bitlinear.h's BN_BITLINEAR_MAX_IN) */
+            __m512i a[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, b[2] = {a[0], a[0]};
+            const size_t p0 = (u0 + u) * hp, p1 = h <= 1 ? p0 + 1 : p0 + hp < npairs ? p0 + hp : npairs;
+            for (size_t p = p0; p < p1; p++) {
+                __m512i c[2][4];
+                #pragma GCC unroll 2
+                for (int r = 0; r < 2; r++) {
+                    const __m512i wb = load_pair(w + r * rb, p, nblocks), hi = _mm512_srli_epi16(wb, 4);
+                    c[r][0] = _mm512_and_si512(wb, m3);
+                    c[r][1] = _mm512_and_si512(wb, m12);
+                    c[r][2] = _mm512_and_si512(hi, m3);
+                    c[r][3] = _mm512_and_si512(hi, m12);
+                    if (pf_last) {
+                        const uint8_t *q = w + r * rb + 64 * p + pfd;
+                        _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
+                    }
+                }
+                const int8_t *xp = x + 256 * p;
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m512i xv = LD_REG(xp + 64 * k);
+                    if (k % 2 == 0) {
+                        a[0] = _mm512_dpbusd_epi32(a[0], c[0][k], xv);
+                        a[1] = _mm512_dpbusd_epi32(a[1], c[1][k], xv);
+                    } else {
+                        b[0] = _mm512_dpbusd_epi32(b[0], c[0][k], xv);
+                        b[1] = _mm512_dpbusd_epi32(b[1], c[1][k], xv);
+                    }
+                }
+            }
+            v[0][u] = _mm512_add_epi32(a[0], _mm512_srai_epi32(b[0], 2));
+            v[1][u] = _mm512_add_epi32(a[1], _mm512_srai_epi32(b[1], 2));
+        }
+        /* the row's last groups: lanes past ng are never stored, zeros only keep
+         * them defined (gcc made a plain loop of it two slow rep stos) */
+        if (nu < upb) {
+            #pragma GCC unroll 16
+            for (size_t u = 1; u < 16; u++)
+                if (u >= nu) v[0][u] = v[1][u] = _mm512_setzero_si512();
+        }
+        const size_t g0 = u0 * gpu, left = ng - g0;
+        const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        const __m512i xs = _mm512_maskz_loadu_epi32(m, xg + g0);
+        #pragma GCC unroll 2
+        for (int r = 0; r < 2; r++) {
+            const __m512i s = gpu == 2 ? _mm512_permutexvar_epi32(perm, grp_halves8(v[r]))
+                                       : grp_l3(grp_halves8(v[r]), grp_halves8(v[r] + 8));
+            _mm512_mask_storeu_epi32(o[r] + g0, m, _mm512_sub_epi32(s, xs));
+        }
+    }
+}
+
+void bn_t2_grp1_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
+                     const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
+{
+    if (bpg == 1) grp1_rows(w, rb, x, nblocks, 0, ng, xg, o0, o1, pf_last);
+    else if (bpg == 2) grp1_rows(w, rb, x, nblocks, 1, ng, xg, o0, o1, pf_last);
+    else grp1_rows(w, rb, x, nblocks, bpg / 2, ng, xg, o0, o1, pf_last);
+}
+
+/* One step of the float chains of 16 (row, token) lanes, r * 8 + t:
+ * sum + (float)(s - xg[t]) * d[r] (the definition's order, no FMA). */
+INLINE __m512 grp_step(__m512 sum, __m512i s, const int32_t *xg8, float d0, float d1)
+{
+    const __m512i xg = _mm512_broadcast_i32x8(_mm256_loadu_si256((const __m256i *)xg8));
+    const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+    return _mm512_add_ps(sum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, xg)), d));
+}
+
+/* nt tokens (xstride apart, up to 8), two rows (w and w + rb; rb 0 repeats
+ * the row): the float chains of the group-scale definition, ng groups,
+ * sums[r * 8 + t] = sum over g in order of (float)(acc_g - xg) * d_r[g]
+ * with xg8[8 g + t] the sum of token t's activations over group g. */
+INLINE void grpn_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, const int nt, size_t nblocks,
+                       size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums)
+{
+    const size_t npairs = (nblocks + 1) / 2, h = bpg == 1 ? 1 : bpg / 2;
+    const size_t nunits = (npairs + h - 1) / h;
+    __m512 sum = _mm512_setzero_ps();
+    for (size_t u = 0; u < nunits; u++) {
+        __m512i s[16];
+        #pragma GCC unroll 16
+        for (int i = 0; i < 16; i++) s[i] = _mm512_setzero_si512();
+        const size_t p0 = u * h, p1 = p0 + h < npairs ? p0 + h : npairs;
+        for (size_t p = p0; p < p1; p++) {
+            __m512i c0[4], c1[4];
+            code_planes(load_pair(w, p, nblocks), c0);
+            code_planes(load_pair(w + rb, p, nblocks), c1);
+            #pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) {
+                const int8_t *xp = x + (size_t)t * xstride + 256 * p;
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    const __m512i xv = LD_REG(xp + 64 * k);
+                    s[t] = _mm512_dpbusd_epi32(s[t], c0[k], xv);
+                    s[8 + t] = _mm512_dpbusd_epi32(s[8 + t], c1[k], xv);
+                }
+            }
+        }
+        if (bpg == 1) { /* groups 2u and 2u + 1: the low and the high halves */
+            const __m512i r0 = grp_halves8(s), r1 = grp_halves8(s + 8);
+            const size_t g = 2 * u;
+            sum = grp_step(sum, _mm512_shuffle_i32x4(r0, r1, _MM_SHUFFLE(2, 0, 2, 0)), xg8 + 8 * g, d0[g], d1[g]);
+            if (g + 1 < ng)
+                sum = grp_step(sum, _mm512_shuffle_i32x4(r0, r1, _MM_SHUFFLE(3, 1, 3, 1)), xg8 + 8 * (g + 1), d0[g + 1],
+                               d1[g + 1]);
+        } else {
+            sum = grp_step(sum, grp_l3(grp_halves8(s), grp_halves8(s + 8)), xg8 + 8 * u, d0[u], d1[u]);
+        }
+    }
+    _mm512_storeu_ps(sums, sum);
+}
+
+void bn_t2_grpn_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t bpg,
+                     size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums)
+{
+    switch (nt) {
+    case 1: grpn_2rows(w, rb, x, xstride, 1, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    case 2: grpn_2rows(w, rb, x, xstride, 2, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    case 3: grpn_2rows(w, rb, x, xstride, 3, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    case 4: grpn_2rows(w, rb, x, xstride, 4, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    case 5: grpn_2rows(w, rb, x, xstride, 5, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    case 6: grpn_2rows(w, rb, x, xstride, 6, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    case 7: grpn_2rows(w, rb, x, xstride, 7, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    default: grpn_2rows(w, rb, x, xstride, 8, nblocks, bpg, ng, d0, d1, xg8, sums); break;
+    }
+}

@@ -133,6 +133,76 @@ static void test_group_paths(void **state)
     assert_int_equal(bad, 0);
 }
 
+/* The group kernels of whole blocks (grp1, grpn: groups of 128 columns and
+ * up): one token's 16-group batches (a row of 4097 columns has 33 groups of
+ * 128 and 17 of 256: two whole batches or one and a tail), two rows a call
+ * with an odd last row, 8-row chains with a tail, token passes of 8 with a
+ * tail (9, 17), and groups of several pairs of blocks (512, 2048) with a
+ * partial last group; every config against the reference, bit for bit. */
+static void test_group_kernels(void **state)
+{
+    (void)state;
+    bitnet_backend *be[NCFG];
+    open_all(be);
+    static const uint64_t ins[] = {128, 129, 256, 300, 2049, 4097};
+    static const uint64_t outs[] = {1, 2, 3, 9, 17};
+    static const uint64_t toks[] = {1, 2, 8, 9, 17};
+    static const uint32_t groups[] = {128, 256, 512, 2048};
+    int bad = 0, n = 0;
+    for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
+        for (size_t b = 0; b < sizeof outs / sizeof outs[0]; b++)
+            for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++)
+                for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+                    if (groups[g] > 2 * ins[a] && groups[g] != 2048) continue; /* one group: 2048 covers it */
+                    bad += check_case(be, ins[a], outs[b], toks[t], BITNET_SCALE_GROUP, groups[g], 0, 0, (int)(n % 2));
+                    n++;
+                }
+    print_message("# %d group-kernel cases x %zu configs\n", n, NCFG);
+    close_all(be);
+    assert_int_equal(bad, 0);
+}
+
+/* The largest magnitudes the group kernels sum: every code 2 (or 0) against
+ * activations of -128, over one group of 16384 columns (the shifted-code
+ * accumulators at their widest), against integers computed here. */
+static void test_group_extremes(void **state)
+{
+    (void)state;
+    bitnet_backend *be[NCFG];
+    open_all(be);
+    const uint64_t in = 16384, out = 3;
+    int bad = 0;
+    for (int qv = -1; qv <= 1; qv += 2)
+        for (uint64_t tokens = 1; tokens <= 9; tokens += 8) {
+            int8_t *q = malloc(in * out), *xq = malloc(tokens * in);
+            uint8_t *t2 = malloc(tu_t2_row_bytes(in) * out);
+            float d[3] = {1.0f, 0.5f, 2.0f}, *xs = malloc(tokens * sizeof(float)), *y = malloc(tokens * out * sizeof(float));
+            assert_true(q && xq && t2 && xs && y);
+            memset(q, qv, in * out);
+            memset(xq, -128, tokens * in);
+            for (uint64_t t = 0; t < tokens; t++) xs[t] = 1.0f;
+            tu_t2_pack(q, out, in, t2);
+            bitnet_ternary_matrix w = {t2, out, in, BITNET_SCALE_GROUP, (uint32_t)in, d};
+            bitnet_bitlinear_io io = {.tokens = tokens, .xq = xq, .xs = xs, .y = y};
+            for (size_t c = 0; c < NCFG; c++) {
+                assert_int_equal(bitnet_bitlinear(be[c], &w, &io), BITNET_OK);
+                for (uint64_t t = 0; t < tokens; t++)
+                    for (uint64_t o = 0; o < out; o++) {
+                        const float want = (float)(qv * -128 * (int64_t)in) * d[o]; /* 2^21 * d: exact */
+                        if (y[t * out + o] != want) {
+                            print_message("# %s x%d: q %d tokens %llu y[%llu][%llu] = %.9g, want %.9g\n", configs[c].simd,
+                                          configs[c].threads, qv, (unsigned long long)tokens, (unsigned long long)t,
+                                          (unsigned long long)o, (double)y[t * out + o], (double)want);
+                            bad++;
+                        }
+                    }
+            }
+            free(q); free(xq); free(t2); free(xs); free(y);
+        }
+    close_all(be);
+    assert_int_equal(bad, 0);
+}
+
 /* ---- tiles -------------------------------------------------------------- */
 
 /* One call of a tile function on nr random rows of `in` columns and ntt
@@ -482,6 +552,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_group_paths),
+        cmocka_unit_test(test_group_kernels),
+        cmocka_unit_test(test_group_extremes),
         cmocka_unit_test(test_odd_addresses),
         cmocka_unit_test(test_noshift_bounds),
         cmocka_unit_test(test_repeated_calls),

@@ -41,12 +41,21 @@
  * (4 alternating rounds) and 0.80-1.16 ms against 1.56-2.25 ms with one
  * thread on weights in the cache.
  *
- * Group scales take sums per 32-column sub-block (the kernels' dot_sub),
- * integer sums per group, then the float chain of the definition, which is
- * sequential over the groups of a row: eight rows at a time so that eight
- * chains run side by side (4096 x 14336, 2 threads, one token: group 32
- * 1.6 -> 1.3 ms, group 64 and 128 1.3 -> 1.0 ms; 8 tokens, group 32 12 ->
- * 5.4 ms).
+ * Group scales of 32 and 64 columns take sums per 32-column sub-block (the
+ * kernels' dot_sub), integer sums per group, then the float chain of the
+ * definition, which is sequential over the groups of a row: eight rows at a
+ * time so that eight chains run side by side (4096 x 14336, 2 threads, one
+ * token: group 32 1.6 -> 1.3 ms, group 64 and 128 1.3 -> 1.0 ms; 8 tokens,
+ * group 32 12 -> 5.4 ms).  Groups of 128 columns and more, among them the
+ * 256 of ggml's TQ1_0 and TQ2_0 (what a GGUF import gives), are whole
+ * blocks: the AVX2 and AVX-512 VNNI sets sum each group in vector lanes and
+ * add the lanes of 8 or 16 groups (or rows and tokens) in one transposing
+ * tree (grp1, grpn; rows_group_fast).  On a 2-vCPU AMD EPYC (Zen 4) VM,
+ * 4096 x 14336 with its weights in the cache, one thread, group 256 before
+ * / after: AVX-512 VNNI one token 1.61 / 0.59-0.61 ms, 8 tokens 12.4 /
+ * 3.3-3.6 ms (tensor scale 0.34 / 2.6); AVX2 one token 1.99 / 0.78 ms, 8
+ * tokens 10.1 / 5.0 ms (tensor 0.56 / 3.8); group 128 on AVX2 one token
+ * 3.05 / 0.86 ms.
  */
 #include "bitlinear.h"
 
@@ -196,7 +205,8 @@ static const bn_t2_kernels kern_scalar = {.name = "scalar", .quant_row = bn_quan
 #if defined(__x86_64__)
 static const bn_t2_kernels kern_avx2 = {.name = "avx2", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx2,
                                         .dot_sub = bn_t2_dot_sub_avx2, .gemv = bn_t2_gemv_avx2,
-                                        .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2};
+                                        .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2,
+                                        .grp1 = bn_t2_grp1_avx2, .grpn = bn_t2_grpn_avx2};
 static const bn_t2_kernels kern_avxvnni = {.name = "avx-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avxvnni,
                                            .dot_sub = bn_t2_dot_sub_avx2, .gemv = bn_t2_gemv_avxvnni,
                                            .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2};
@@ -245,7 +255,7 @@ typedef struct bl_job {
     int32_t *xsub;     /* sum of x per 32-column sub-block: tokens * nsub */
     int32_t *xtot;     /* sum of x per token */
     int32_t *xgrp;     /* group scales: sum of x per group, tokens * ngroups */
-    int32_t *xg8;      /* the same for the grpn kernels: [t / 8][group][t % 8] (NULL: not used) */
+    int32_t *xgp;      /* the same for the grpn kernels, tpp = tokens_per_pass: [t / tpp][group][t % tpp] (or NULL) */
     float *y;          /* tokens x out (io->y or scratch) */
     int failed;        /* set by a worker: the input or the output is not finite */
     /* many tokens on tiles (NULL: not used) */
@@ -309,7 +319,10 @@ static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
                 int32_t s = 0;
                 for (uint64_t q = i * g; q < (i + 1) * g && q < j->nsub; q++) s += j->xsub[t * j->nsub + q];
                 j->xgrp[t * ng + i] = s;
-                if (j->xg8) j->xg8[((t / 8) * ng + i) * 8 + t % 8] = s;
+                if (j->xgp) {
+                    const uint64_t tpp = (uint64_t)j->k->tokens_per_pass;
+                    j->xgp[((t / tpp) * ng + i) * tpp + t % tpp] = s;
+                }
             }
         }
         if (j->k->pair_layout) pair_permute(nat, j->xstride / BITNET_T2_BLOCK, dst);
@@ -510,6 +523,7 @@ static void rows_group_fast(bl_job *j, uint64_t begin, uint64_t end, int32_t *su
     const bitnet_bitlinear_io *io = j->io;
     const uint64_t T = io->tokens, out = w->out;
     const size_t ng = (size_t)((w->in + w->group - 1) / w->group), bpg = w->group / BITNET_T2_BLOCK;
+    const uint64_t tpp = (uint64_t)j->k->tokens_per_pass;
     if (T == 1) {
         const uint8_t *last = w->t2 + end * j->rb - 1;
         for (uint64_t o = begin; o < end; o += BL_GROUP_ROWS) {
@@ -531,11 +545,11 @@ static void rows_group_fast(bl_job *j, uint64_t begin, uint64_t end, int32_t *su
         if (o + 2 < end) pf_chunk(j, o + 2, 0, j->nblocks);
         if (o + 3 < end) pf_chunk(j, o + 3, 0, j->nblocks);
         const float *d0 = w->d + o * ng, *d1 = two ? d0 + ng : d0;
-        for (uint64_t t0 = 0; t0 < T; t0 += 8) {
-            const int nt = T - t0 < 8 ? (int)(T - t0) : 8;
+        for (uint64_t t0 = 0; t0 < T; t0 += tpp) {
+            const int nt = T - t0 < tpp ? (int)(T - t0) : (int)tpp;
             float sums[16];
             j->k->grpn(w->t2 + o * j->rb, two ? j->rb : 0, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, bpg, ng,
-                       d0, d1, j->xg8 + (size_t)(t0 / 8) * ng * 8, sums);
+                       d0, d1, j->xgp + (size_t)(t0 / tpp) * ng * tpp, sums);
             for (int r = 0; r < 1 + two; r++)
                 for (int i = 0; i < nt; i++) {
                     const uint64_t t = t0 + (uint64_t)i;
@@ -754,14 +768,15 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     size_t nbytes = 0;
     if (io->norm && bn_mul_size((size_t)(T * in), sizeof(float), &nbytes))
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
-    size_t xg8bytes = 0; /* ng * 8 per pass of 8 tokens, for the grpn kernels */
-    if (group && group_fast(&j) && bn_mul_size((size_t)((T + 7) / 8) * 8 * sizeof(int32_t), ng, &xg8bytes))
+    const size_t tpp = (size_t)j.k->tokens_per_pass;
+    size_t xgpbytes = 0; /* ng * tpp per pass of tpp tokens, for the grpn kernels */
+    if (group && group_fast(&j) && bn_mul_size(((size_t)T + tpp - 1) / tpp * tpp * sizeof(int32_t), ng, &xgpbytes))
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
-    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, XG8, Y, XPACK, ACC, XNORM, NPARTS };
+    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, XGP, Y, XPACK, ACC, XNORM, NPARTS };
     const size_t bytes[NPARTS] = {
         [XQ] = xbytes, [XNAT] = j.k->pair_layout ? xbytes : 0, [XS] = (size_t)T * sizeof(float),
         [XSUB] = (size_t)T * j.nsub * sizeof(int32_t), [XTOT] = (size_t)T * sizeof(int32_t),
-        [XGRP] = (size_t)T * ng * sizeof(int32_t), [XG8] = xg8bytes, [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes, [XNORM] = nbytes};
+        [XGRP] = (size_t)T * ng * sizeof(int32_t), [XGP] = xgpbytes, [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes, [XNORM] = nbytes};
     size_t at[NPARTS], total = 0;
     for (int i = 0; i < NPARTS; i++)
         if (carve(&total, bytes[i], &at[i])) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
@@ -774,9 +789,9 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     j.xsub = (int32_t *)(scr + at[XSUB]);
     j.xtot = (int32_t *)(scr + at[XTOT]);
     j.xgrp = group ? (int32_t *)(scr + at[XGRP]) : NULL;
-    j.xg8 = xg8bytes ? (int32_t *)(scr + at[XG8]) : NULL;
-    if (j.xg8 && T % 8) /* the lanes of the tokens past T in the last pass */
-        memset(j.xg8 + (size_t)(T / 8) * ng * 8, 0, ng * 8 * sizeof(int32_t));
+    j.xgp = xgpbytes ? (int32_t *)(scr + at[XGP]) : NULL;
+    if (j.xgp && T % tpp) /* the lanes of the tokens past T in the last pass */
+        memset(j.xgp + (size_t)T / tpp * ng * tpp, 0, ng * tpp * sizeof(int32_t));
     j.y = io->y ? io->y : (float *)(scr + at[Y]);
     j.xpack = j.tiles ? (int8_t *)(scr + at[XPACK]) : NULL;
     j.acc = (int32_t *)(scr + at[ACC]);

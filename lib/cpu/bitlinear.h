@@ -82,14 +82,14 @@ typedef void (*bn_t2_dot_sub_fn)(const uint8_t *w, const int8_t *x, size_t nbloc
  *   grp1: one token, rows w and w + rb (rb 0: the same row twice): the
  *         sums of (code - 1) * x of each of the ng groups into o0 and o1
  *         (xg: the sums of x per group); pf_last as for gemv;
- *   grpn: nt tokens (1..8) xstride apart, the same two rows: the float
- *         chains of the definition, sums[8 r + t] = sum over the groups in
- *         order of (float)(acc_g - xg8[8 g + t]) * d_r[g] (d0, d1: the
- *         rows' ng scales). */
+ *   grpn: nt tokens (1..tokens_per_pass) xstride apart, the same two rows:
+ *         the float chains of the definition, sums[8 r + t] = sum over the
+ *         groups in order of (float)(acc_g - xgp[tokens_per_pass * g + t]) *
+ *         d_r[g] (d0, d1: the rows' ng scales). */
 typedef void (*bn_t2_grp1_fn)(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
                               const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
 typedef void (*bn_t2_grpn_fn)(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks,
-                              size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums);
+                              size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xgp, float *sums);
 
 typedef struct {
     const char *name;
@@ -115,6 +115,10 @@ void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, s
 void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 void bn_t2_gemv_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 void bn_group_chains8_avx2(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
+void bn_t2_grp1_avx2(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
+                     const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
+void bn_t2_grpn_avx2(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t bpg,
+                     size_t ng, const float *d0, const float *d1, const int32_t *xgp, float *sums);
 void bn_t2_dot_avxvnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_gemv_avxvnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 void bn_t2_dot_avx512(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);

@@ -134,8 +134,9 @@ static void test_group_paths(void **state)
 }
 
 /* The group kernels of whole blocks (grp1, grpn: groups of 128 columns and
- * up): one token's 16-group batches (a row of 4097 columns has 33 groups of
- * 128 and 17 of 256: two whole batches or one and a tail), two rows a call
+ * up): one token's batches of 16 groups (AVX-512) or 8 (AVX2) with tails
+ * of every length (a row of 4097 columns has 33 groups of 128 and 17 of
+ * 256; 896 and 1919 columns leave 7 and 15 groups of 128), two rows a call
  * with an odd last row, 8-row chains with a tail, token passes of 8 with a
  * tail (9, 17), and groups of several pairs of blocks (512, 2048) with a
  * partial last group; every config against the reference, bit for bit. */
@@ -144,7 +145,7 @@ static void test_group_kernels(void **state)
     (void)state;
     bitnet_backend *be[NCFG];
     open_all(be);
-    static const uint64_t ins[] = {128, 129, 256, 300, 2049, 4097};
+    static const uint64_t ins[] = {128, 129, 256, 300, 896, 1919, 2049, 4097};
     static const uint64_t outs[] = {1, 2, 3, 9, 17};
     static const uint64_t toks[] = {1, 2, 8, 9, 17};
     static const uint32_t groups[] = {128, 256, 512, 2048};

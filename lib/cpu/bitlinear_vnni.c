@@ -255,14 +255,6 @@ void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32
  * own work.  The codes are shifted down (0..2), so every sum is exact in
  * int32 modulo 2^32, like the others of this file. */
 
-INLINE __m512i pair_dp(__m512i s, const __m512i c[4], const int8_t *xp)
-{
-    s = _mm512_dpbusd_epi32(s, c[0], LD(xp));
-    s = _mm512_dpbusd_epi32(s, c[1], LD(xp + 64));
-    s = _mm512_dpbusd_epi32(s, c[2], LD(xp + 128));
-    return _mm512_dpbusd_epi32(s, c[3], LD(xp + 192));
-}
-
 /* Per 128-bit lane l of a and b: [a0 + a2, b0 + b2, a1 + a3, b1 + b3]. */
 INLINE __m512i grp_l1(__m512i a, __m512i b)
 {

@@ -380,16 +380,29 @@ INLINE __m512 grp_step(__m512 sum, __m512i s, const int32_t *xg8, float d0, floa
  * the row): the float chains of the group-scale definition, ng groups,
  * sums[r * 8 + t] = sum over g in order of (float)(acc_g - xg) * d_r[g]
  * with xg8[8 g + t] the sum of token t's activations over group g. */
+/* Up to 4 tokens: the eight (row, token) vectors r * 4 + t summed by one
+ * grp_halves8 into 256-bit lanes r * 4 + t; half the tree of 16. */
+INLINE __m256 grp_step4(__m256 sum, __m256i s, const int32_t *xg8, float d0, float d1)
+{
+    const __m256i xg = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)xg8));
+    const __m256 d = _mm256_insertf128_ps(_mm256_set1_ps(d0), _mm_set1_ps(d1), 1);
+    return _mm256_add_ps(sum, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(s, xg)), d));
+}
+/* 128-bit lanes a and b of v as one 256-bit vector. */
+#define LANES2(v, a, b) _mm512_castsi512_si256(_mm512_shuffle_i32x4((v), (v), _MM_SHUFFLE(0, 0, (b), (a))))
+
 INLINE void grpn_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, const int nt, size_t nblocks,
                        size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums)
 {
     const size_t npairs = (nblocks + 1) / 2, h = bpg == 1 ? 1 : bpg / 2;
     const size_t nunits = (npairs + h - 1) / h;
+    const int R = nt <= 4 ? 4 : 8; /* the vector of (row r, token t): s[R * r + t] */
     __m512 sum = _mm512_setzero_ps();
+    __m256 sum4 = _mm256_setzero_ps();
     for (size_t u = 0; u < nunits; u++) {
         __m512i s[16];
         #pragma GCC unroll 16
-        for (int i = 0; i < 16; i++) s[i] = _mm512_setzero_si512();
+        for (int i = 0; i < 2 * R; i++) s[i] = _mm512_setzero_si512();
         const size_t p0 = u * h, p1 = p0 + h < npairs ? p0 + h : npairs;
         for (size_t p = p0; p < p1; p++) {
             __m512i c0[4], c1[4];
@@ -402,11 +415,21 @@ INLINE void grpn_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstr
                 for (int k = 0; k < 4; k++) {
                     const __m512i xv = LD_REG(xp + 64 * k);
                     s[t] = _mm512_dpbusd_epi32(s[t], c0[k], xv);
-                    s[8 + t] = _mm512_dpbusd_epi32(s[8 + t], c1[k], xv);
+                    s[R + t] = _mm512_dpbusd_epi32(s[R + t], c1[k], xv);
                 }
             }
         }
-        if (bpg == 1) { /* groups 2u and 2u + 1: the low and the high halves */
+        if (R == 4) { /* grp_halves8: [(r0) low, (r0) high, (r1) low, (r1) high] */
+            const __m512i hv = grp_halves8(s);
+            if (bpg == 1) {
+                const size_t g = 2 * u;
+                sum4 = grp_step4(sum4, LANES2(hv, 0, 2), xg8 + 8 * g, d0[g], d1[g]);
+                if (g + 1 < ng) sum4 = grp_step4(sum4, LANES2(hv, 1, 3), xg8 + 8 * (g + 1), d0[g + 1], d1[g + 1]);
+            } else {
+                const __m512i f = _mm512_add_epi32(hv, _mm512_shuffle_i32x4(hv, hv, _MM_SHUFFLE(2, 3, 0, 1)));
+                sum4 = grp_step4(sum4, LANES2(f, 0, 2), xg8 + 8 * u, d0[u], d1[u]);
+            }
+        } else if (bpg == 1) { /* groups 2u and 2u + 1: the low and the high halves */
             const __m512i r0 = grp_halves8(s), r1 = grp_halves8(s + 8);
             const size_t g = 2 * u;
             sum = grp_step(sum, _mm512_shuffle_i32x4(r0, r1, _MM_SHUFFLE(2, 0, 2, 0)), xg8 + 8 * g, d0[g], d1[g]);
@@ -417,7 +440,16 @@ INLINE void grpn_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstr
             sum = grp_step(sum, grp_l3(grp_halves8(s), grp_halves8(s + 8)), xg8 + 8 * u, d0[u], d1[u]);
         }
     }
-    _mm512_storeu_ps(sums, sum);
+    if (R == 4) {
+        float t4[8];
+        _mm256_storeu_ps(t4, sum4);
+        for (int t = 0; t < 4; t++) {
+            sums[t] = t4[t];
+            sums[8 + t] = t4[4 + t];
+        }
+    } else {
+        _mm512_storeu_ps(sums, sum);
+    }
 }
 
 void bn_t2_grpn_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t bpg,

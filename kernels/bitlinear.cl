@@ -12,7 +12,8 @@
  * Kernels: bl_gemv (portable, few tokens: LX work-items share a row, RY rows
  * per work-group, uint4 loads, reduction in local memory), bl_gemm (many
  * tokens: TS x TS tiles of rows x tokens through local memory), bl_group
- * (group scales: one work-item per row, groups summed in order); on NVIDIA
+ * (group scales: a work-group per row, a work-item per group, the groups'
+ * products added in order); on NVIDIA
  * only (inline PTX), bl_gemv_nv1, bl_gemv_nv3 and bl_gemv_nv4 (dp4a and warp
  * shuffles, fewer than 8 tokens) and bl_gemm_mma (8 tokens and more: INT8
  * tensor cores, mma.sync).
@@ -151,28 +152,100 @@ void bl_gemm(__global const uchar *w, __global const char *x, __global const flo
 }
 
 /* Group scales: one work-item per row, groups summed in order. */
-__kernel void bl_group(__global const uchar *w, __global const char *x, __global const float *xs,
+/* bl_group: one work-group of GRP_WG work-items a row.  Work-item i takes
+ * the groups i, i + GRP_WG, ... of the row (each group's columns whole: one
+ * exact integer sum per token, GRP_TT tokens a pass, codes loaded 16 bytes
+ * at a time) and puts (float)acc * d of its group into local memory; then
+ * the work-item of each token adds the GRP_WG products in group order to
+ * its running sum (the definition's chain).  Before (until 2026-12-05) one
+ * work-item walked a whole row a column at a time: on PoCL (2-vCPU Zen 4
+ * VM, 4096 x 14336, weights kept) group 256 took 14.4 ms at one token and
+ * 116 ms at 8, now 5.7 and 28.4 (row scales 5.3 and 25, bl_gemv). */
+#ifndef GRP_WG
+#define GRP_WG 64
+#endif
+/* bl_dot16 with the activations in a register: the codes' rows and the
+ * activations' (whole blocks, xstride a multiple of 128) are 16-byte aligned,
+ * so both load as vectors (byte loads otherwise, in clang's nvptx build).
+ * On NVIDIA (and under NV_EMULATE, which the tests run on any device) the
+ * codes become c - 1 in signed bytes without borrows, ((c | 0x80) - 1) ^
+ * 0x80, and dp4a sums four products at once: in clang's nvptx build
+ * (tests/device/sass-loop.sh bitlinear bl_group) a 32-column sub-block of
+ * four tokens took 109 instructions (32 IDP) where it took 4 x 90 (32 IMAD,
+ * 32 PRMT each).  Not yet timed on a GPU. */
+#if defined(__NV_CL_C_VERSION) || defined(NV_EMULATE)
+inline int grp_dp4a(uint a, int b, int c)
+{
+#ifdef NV_EMULATE
+    for (int i = 0; i < 32; i += 8) c += (int)(char)(a >> i) * (int)(char)(b >> i);
+    return c;
+#else
+    int r;
+    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+    return r;
+#endif
+}
+inline int grp_dot16(uint4 wv, int k, int4 xv)
+{
+    const uint4 s = ((((wv >> (uint)(2 * k)) & (uint4)(0x03030303u)) | (uint4)(0x80808080u)) - (uint4)(0x01010101u)) ^
+                    (uint4)(0x80808080u);
+    return grp_dp4a(s.x, xv.x, grp_dp4a(s.y, xv.y, grp_dp4a(s.z, xv.z, grp_dp4a(s.w, xv.w, 0))));
+}
+#else
+inline int grp_dot16(uint4 wv, int k, int4 xv)
+{
+    const uchar16 c = as_uchar16((wv >> (uint)(2 * k)) & (uint4)(0x03030303u));
+    const int16 p = (convert_int16(c) - 1) * convert_int16(as_char16(xv));
+    const int8 a = p.s01234567 + p.s89abcdef;
+    const int4 b = a.s0123 + a.s4567;
+    return b.s0 + b.s1 + b.s2 + b.s3;
+}
+#endif
+#ifndef GRP_TT
+#define GRP_TT 4
+#endif
+__kernel __attribute__((reqd_work_group_size(GRP_WG, 1, 1)))
+void bl_group(__global const uchar *w, __global const char *x, __global const float *xs,
                        __global const float *d, const uint group, __global const float *bias, const int has_bias,
                        const int act, __global float *y, const bn_size out, const bn_size tokens, const bn_size in,
                        const bn_size xstride, const long perturb BL_RES_ARGS)
 {
-    const bn_size o = get_global_id(0);
-    if (o >= out) return;
-    const bn_size rb = (in + 127) / 128 * 32, ng = (in + group - 1) / group;
-    __global const uchar *wr = w + o * rb;
-    for (bn_size t = 0; t < tokens; t++) {
-        __global const char *xr = x + t * xstride;
-        float sum = 0.0f;
-        for (bn_size g = 0; g < ng; g++) {
-            const bn_size c1 = (g + 1) * group < in ? (g + 1) * group : in;
-            int acc = 0;
-            for (bn_size c = g * group; c < c1; c++) {
-                const int code = (wr[(c >> 7) * 32 + (c & 31)] >> (2 * ((c >> 5) & 3))) & 3;
-                acc += (code - 1) * xr[c];
+    __local float lp[GRP_TT][GRP_WG];
+    const bn_size o = get_group_id(0);
+    const int i = (int)get_local_id(0);
+    const bn_size nblocks = (in + 127) / 128, ng = (in + group - 1) / group, nq = nblocks * 4, qpg = group / 32;
+    __global const uchar *wr = w + o * nblocks * 32;
+    for (bn_size t0 = 0; t0 < tokens; t0 += GRP_TT) {
+        const int nt = tokens - t0 < GRP_TT ? (int)(tokens - t0) : GRP_TT;
+        float sum = 0.0f; /* work-item i < nt: token t0 + i */
+        for (bn_size g0 = 0; g0 < ng; g0 += GRP_WG) {
+            const bn_size g = g0 + (bn_size)i;
+            if (g < ng) {
+                int acc[GRP_TT];
+                for (int t = 0; t < GRP_TT; t++) acc[t] = 0;
+                /* the group's 32-column sub-blocks q: block q / 4, shift q % 4 */
+                const bn_size q0 = g * qpg, q1 = q0 + qpg < nq ? q0 + qpg : nq;
+                for (bn_size q = q0; q < q1; q++) {
+                    const int k = (int)(q & 3);
+                    __global const uint4 *wq = (__global const uint4 *)(wr + (q >> 2) * 32);
+                    const uint4 w0 = wq[0], w1 = wq[1];
+                    for (int t = 0; t < GRP_TT; t++)
+                        if (t < nt) {
+                            __global const int4 *xp = (__global const int4 *)(x + (t0 + (bn_size)t) * xstride + q * 32);
+                            acc[t] += grp_dot16(w0, k, xp[0]) + grp_dot16(w1, k, xp[1]);
+                        }
+                }
+                const float dg = d[o * ng + g];
+                for (int t = 0; t < GRP_TT; t++) lp[t][i] = convert_float(acc[t]) * dg;
             }
-            sum = sum + convert_float(acc) * d[o * ng + g];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            if (i < nt) {
+                const int n = ng - g0 < GRP_WG ? (int)(ng - g0) : GRP_WG;
+                for (int k = 0; k < n; k++) sum = sum + lp[i][k];
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
-        bl_store(y, t * out + o, sum / xs[t], bias, has_bias, o, act, perturb);
+        if (i < nt) bl_store(y, (t0 + (bn_size)i) * out + o, sum / xs[t0 + (bn_size)i], bias, has_bias, o, act, perturb);
     }
 }
 

@@ -546,9 +546,9 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
                          &c_group, sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by,
                          sizeof c_out, &c_out, sizeof c_tok, &c_tok, sizeof c_in, &c_in, sizeof c_xstride, &c_xstride,
                          sizeof perturb, &perturb);
-        dims = 1;
+        dims = 1; /* a work-group of GRP_WG (64) per row */
         local[0] = 64;
-        global[0] = ((size_t)out + 63) / 64 * 64;
+        global[0] = (size_t)out * 64;
     } else {
         const int gemm = strcmp(kname, "bl_gemm") == 0, nvk = strncmp(kname, "bl_gemv_nv", 10) == 0;
         const cl_ulong c_len = gemm || nvk ? c_nblocks : c_nhalf;

@@ -272,7 +272,8 @@ static const shape3 quick_shapes[] = {
 };
 
 typedef struct { bitnet_scale_kind kind; uint32_t group; } skind;
-static const skind kinds[] = {{BITNET_SCALE_TENSOR, 0}, {BITNET_SCALE_ROW, 0}, {BITNET_SCALE_GROUP, 32}, {BITNET_SCALE_GROUP, 128}, {BITNET_SCALE_GROUP, 64}};
+static const skind kinds[] = {{BITNET_SCALE_TENSOR, 0}, {BITNET_SCALE_ROW, 0}, {BITNET_SCALE_GROUP, 32}, {BITNET_SCALE_GROUP, 128},
+                             {BITNET_SCALE_GROUP, 64},    {BITNET_SCALE_GROUP, 256}};
 
 typedef struct { const char *simd; int threads; const char *device; } config;
 
@@ -466,6 +467,32 @@ static void test_opencl_nv_emulated(void **state)
     bitnet_backend *be = ocl_or_skip();
     nv_emulate = 1;
     assert_int_equal(nv_sweep(be), 0);
+    /* bl_group's NVIDIA arithmetic (c - 1 as signed bytes, dp4a), emulated:
+     * group sizes from a sub-block to several blocks, a partial last group,
+     * more groups than a work-group has work-items, token passes with a tail */
+    {
+        static const shape3 gs[] = {{255, 5, 1}, {4097, 33, 5}, {300, 3, 9}};
+        static const uint32_t groups[] = {32, 64, 128, 256, 512};
+        setenv("BITNET_GEMV_NV_EMULATE", "1", 1);
+        int bad = 0;
+        for (size_t a = 0; a < sizeof gs / sizeof gs[0]; a++)
+            for (size_t g = 0; g < sizeof groups / sizeof groups[0]; g++) {
+                const variant *v = &variants[(a + g) % NVAR];
+                rcase c;
+                case_make(&c, gs[a].in, gs[a].out, gs[a].tokens, BITNET_SCALE_GROUP, groups[g]);
+                outbuf ref, got;
+                ob_alloc(&ref, &c);
+                ob_alloc(&got, &c);
+                assert_int_equal(run_case(NULL, &c, v, &ref), BITNET_OK);
+                assert_int_equal(run_case(be, &c, v, &got), BITNET_OK);
+                bad += compare("bl_group (NV_EMULATE)", &c, v, &ref, &got, transcendental(v->act) ? 4 : 0);
+                ob_free(&ref);
+                ob_free(&got);
+                case_free(&c);
+            }
+        unsetenv("BITNET_GEMV_NV_EMULATE");
+        assert_int_equal(bad, 0);
+    }
     /* on NVIDIA hardware the same grid through the real dp4a and shuffles */
     if (strstr(bitnet_backend_describe(be), "NVIDIA")) {
         nv_emulate = 0;

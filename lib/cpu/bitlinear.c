@@ -209,7 +209,8 @@ static const bn_t2_kernels kern_avx2 = {.name = "avx2", .quant_row = bn_quant_ro
                                         .grp1 = bn_t2_grp1_avx2, .grpn = bn_t2_grpn_avx2};
 static const bn_t2_kernels kern_avxvnni = {.name = "avx-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avxvnni,
                                            .dot_sub = bn_t2_dot_sub_avx2, .gemv = bn_t2_gemv_avxvnni,
-                                           .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2};
+                                           .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2,
+                                           .grp1 = bn_t2_grp1_avxvnni, .grpn = bn_t2_grpn_avxvnni};
 static const bn_t2_kernels kern_avx512 = {.name = "avx512", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx512,
                                           .dot_sub = bn_t2_dot_sub_avx2, .tokens_per_pass = 8, .pair_layout = 1};
 static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_vnni,
@@ -222,10 +223,10 @@ static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_q
 static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
 {
 #if defined(__x86_64__)
-    /* Group scales need sums per 32-column sub-block: AVX-512 VNNI has its
-     * own (pairwise layout); AVX-VNNI and AVX-512BW without VNNI use the
-     * AVX2 set. */
-    if (simd >= BN_SIMD_AVX2 && simd < BN_SIMD_AVX512_VNNI && group) return &kern_avx2;
+    /* Group scales need sums per 32-column sub-block and per group:
+     * AVX-512 VNNI and AVX-VNNI have their own (AVX-VNNI's sub-block sums
+     * are the AVX2 set's); AVX-512BW without VNNI uses the AVX2 set. */
+    if (simd == BN_SIMD_AVX512 && group) return &kern_avx2;
     switch (simd) {
     case BN_SIMD_AMX:
     case BN_SIMD_AVX512_VNNI: return &kern_vnni;

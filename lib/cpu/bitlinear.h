@@ -121,6 +121,10 @@ void bn_t2_grpn_avx2(const uint8_t *w, size_t rb, const int8_t *x, size_t xstrid
                      size_t ng, const float *d0, const float *d1, const int32_t *xgp, float *sums);
 void bn_t2_dot_avxvnni(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_gemv_avxvnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
+void bn_t2_grp1_avxvnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
+                        const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
+void bn_t2_grpn_avxvnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks,
+                        size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xgp, float *sums);
 void bn_t2_dot_avx512(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_dot2_vnni(const uint8_t *w0, const uint8_t *w1, const int8_t *x, size_t xstride, int nt, size_t nblocks,
                      int32_t *acc0, int32_t *acc1);

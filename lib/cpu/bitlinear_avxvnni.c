@@ -25,6 +25,11 @@
  * arithmetic (vpmaddubsw, int16 adds, vpmaddwd: 15 vector instructions a
  * block against 8 here) weighs more.  With one accumulator per token the
  * two-token pass was slower than AVX2 (1.14-1.34 ms): vpdpbusd's latency.
+ * Group scales of 128 columns and more (bitlinear_grp256.h, shared with the
+ * AVX2 set), the same way, three alternating rounds against the AVX2 set's:
+ * group 128 one token 0.75-0.79 / 0.87-0.93 ms, 4 tokens 2.50-2.51 /
+ * 2.80-2.82, 8 tokens 4.95-5.27 / 5.49-5.57; group 256 one token
+ * 0.75-0.77 / 0.80-0.82, 4 and 8 tokens within the noise.
  */
 #include "bitlinear.h"
 #include "bitlinear_x256.h"
@@ -125,3 +130,24 @@ void FN(bn_t2_gemv_avxvnni)(const uint8_t *w, const int8_t *x, size_t nblocks, i
                                        _mm256_add_epi32(_mm256_srai_epi32(a[2], 4), _mm256_srai_epi32(a[3], 6)));
     acc[0] = hsum(s);
 }
+
+/* ---- group scales of whole blocks (bitlinear_grp256.h) ------------------
+ * One block against one token in int32 lanes: the codes of shifts 0 and 2
+ * (one shift of the word) in one accumulator, those of shifts 1 and 3 in
+ * place as 4 * code in another, shifted back exactly before they are added
+ * (a lane of it is at most 2 * 4 * 2 * 128 * 4, a multiple of 4). */
+INLINE __m256i grp_block32(__m256i wb, const int8_t *x)
+{
+    const __m256i m3 = _mm256_set1_epi8(3), m12 = _mm256_set1_epi8(12), hi = _mm256_srli_epi16(wb, 4);
+    __m256i a = DPBUSD(_mm256_setzero_si256(), _mm256_and_si256(wb, m3), LD(x));
+    __m256i b = DPBUSD(_mm256_setzero_si256(), _mm256_and_si256(wb, m12), LD(x + 32));
+    a = DPBUSD(a, _mm256_and_si256(hi, m3), LD(x + 64));
+    b = DPBUSD(b, _mm256_and_si256(hi, m12), LD(x + 96));
+    return _mm256_add_epi32(a, _mm256_srai_epi32(b, 2));
+}
+#ifdef BN_AVXVNNI_EVEX
+#define GRP_NAME(n) bn_t2_##n##_avxvnni_evex
+#else
+#define GRP_NAME(n) bn_t2_##n##_avxvnni
+#endif
+#include "bitlinear_grp256.h"

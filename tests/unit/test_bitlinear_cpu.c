@@ -450,6 +450,10 @@ static void test_scratch_reuse(void **state)
  * built with AVX-512 VL + VNNI; Makefile), for CPUs without AVX-VNNI. */
 void bn_t2_dot_avxvnni_evex(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);
 void bn_t2_gemv_avxvnni_evex(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
+void bn_t2_grp1_avxvnni_evex(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
+                             const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
+void bn_t2_grpn_avxvnni_evex(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks,
+                             size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xgp, float *sums);
 
 /* sum over the row of code * x (code = q + 1, natural layout of bnt(5):
  * byte j of block b holds columns 128 b + 32 k + j at bits 2k) */
@@ -466,7 +470,89 @@ typedef struct {
     const char *name;
     void (*dot)(const uint8_t *, const int8_t *, size_t, int, size_t, int32_t *);
     void (*gemv)(const uint8_t *, const int8_t *, size_t, int32_t *, const uint8_t *);
+    bn_t2_grp1_fn grp1;
+    bn_t2_grpn_fn grpn;
 } vnni256_set;
+
+/* The group kernels (groups of bpg blocks): grp1's sums of (code - 1) * x
+ * per group of two rows (and of one row given twice, rb 0) against
+ * plain_sum less the activations' sums; grpn's float chains of up to 4
+ * tokens against the same chain computed here, step by step in the
+ * definition's order. */
+static int vnni256_check_groups(const vnni256_set *k)
+{
+    static const size_t blocks[] = {1, 3, 17, 64};
+    static const size_t bpgs[] = {1, 2, 4};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        for (size_t e = 0; e < sizeof bpgs / sizeof bpgs[0]; e++) {
+            const size_t nb = blocks[i], bpg = bpgs[e], ng = (nb + bpg - 1) / bpg, xstride = 128 * nb + 32;
+            uint8_t *wbuf = malloc(64 * nb + 1);
+            int8_t *xbuf = malloc(4 * xstride + 1);
+            int32_t *xg = malloc(4 * ng * sizeof(int32_t)), *xgp = malloc(4 * ng * sizeof(int32_t));
+            int32_t *o0 = malloc(ng * sizeof(int32_t)), *o1 = malloc(ng * sizeof(int32_t));
+            float *d = malloc(2 * ng * sizeof(float));
+            assert_true(wbuf && xbuf && xg && xgp && o0 && o1 && d);
+            uint8_t *w = wbuf + 1;
+            int8_t *x = xbuf + 1;
+            for (size_t j = 0; j < 64 * nb; j++) {
+                uint8_t v = 0;
+                for (int c = 0; c < 4; c++) v |= (uint8_t)((rnd() % 3) << (2 * c));
+                w[j] = v;
+            }
+            for (size_t j = 0; j < 4 * xstride; j++) x[j] = (int8_t)(rnd() & 0xff);
+            for (size_t j = 0; j < 2 * ng; j++) d[j] = 0.01f + (rndf() + 1.0f);
+            for (int t = 0; t < 4; t++)
+                for (size_t g = 0; g < ng; g++) {
+                    int32_t sx = 0;
+                    for (size_t c = 128 * bpg * g; c < 128 * bpg * (g + 1) && c < 128 * nb; c++) sx += x[(size_t)t * xstride + c];
+                    xg[(size_t)t * ng + g] = sx;
+                    xgp[4 * g + (size_t)t] = sx;
+                }
+            /* want[r][t][g] */
+            int32_t *want = malloc(2 * 4 * ng * sizeof(int32_t));
+            assert_true(want != NULL);
+            for (int r = 0; r < 2; r++)
+                for (int t = 0; t < 4; t++)
+                    for (size_t g = 0; g < ng; g++) {
+                        const size_t b0 = g * bpg, b1 = b0 + bpg < nb ? b0 + bpg : nb;
+                        want[((size_t)r * 4 + (size_t)t) * ng + g] =
+                            (int32_t)(plain_sum(w + (size_t)r * 32 * nb + 32 * b0, x + (size_t)t * xstride + 128 * b0, b1 - b0) -
+                                      xg[(size_t)t * ng + g]);
+                    }
+            for (int same = 0; same < 2; same++) {
+                k->grp1(w, same ? 0 : 32 * nb, x, nb, bpg, ng, xg, o0, o1, w + 64 * nb - 1);
+                for (size_t g = 0; g < ng; g++)
+                    for (int r = 0; r < 2; r++) {
+                        const int32_t got = r ? o1[g] : o0[g], exp = want[(size_t)(same ? 0 : r) * 4 * ng + g];
+                        if (got != exp) {
+                            print_message("# %s grp1: %zu blocks, %zu a group, row %d%s, group %zu: %d, want %d\n", k->name,
+                                          nb, bpg, r, same ? " (rb 0)" : "", g, got, exp);
+                            bad++;
+                        }
+                    }
+            }
+            for (int nt = 1; nt <= 4; nt++) {
+                float sums[16];
+                k->grpn(w, 32 * nb, x, xstride, nt, nb, bpg, ng, d, d + ng, xgp, sums);
+                for (int r = 0; r < 2; r++)
+                    for (int t = 0; t < nt; t++) {
+                        float sum = 0.0f;
+                        for (size_t g = 0; g < ng; g++) {
+                            const float p = (float)want[((size_t)r * 4 + (size_t)t) * ng + g] * d[(size_t)r * ng + g];
+                            sum = sum + p;
+                        }
+                        if (memcmp(&sums[8 * r + t], &sum, sizeof sum) != 0) {
+                            print_message("# %s grpn: %zu blocks, %zu a group, %d tokens, row %d token %d: %.9g, want %.9g\n",
+                                          k->name, nb, bpg, nt, r, t, (double)sums[8 * r + t], (double)sum);
+                            bad++;
+                        }
+                    }
+            }
+            free(wbuf); free(xbuf); free(xg); free(xgp); free(o0); free(o1); free(d); free(want);
+        }
+    return bad;
+}
 
 /* Random codes (never all zero) and activations over the whole int8 range,
  * at odd addresses, 1 to 4 tokens: the pass kernel and the one-token kernel
@@ -533,14 +619,22 @@ static void test_avxvnni_kernels(void **state)
 #if defined(__x86_64__)
     int ran = 0, bad = 0;
     if (__builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl")) {
-        const vnni256_set evex = {"avx-vnni (EVEX twin)", bn_t2_dot_avxvnni_evex, bn_t2_gemv_avxvnni_evex};
+        const vnni256_set evex = {"avx-vnni (EVEX twin)", bn_t2_dot_avxvnni_evex, bn_t2_gemv_avxvnni_evex,
+                                  bn_t2_grp1_avxvnni_evex, bn_t2_grpn_avxvnni_evex};
         bad += vnni256_check(&evex);
+        bad += vnni256_check_groups(&evex);
         ran++;
     }
     if (tu_has_avxvnni() && __builtin_cpu_supports("avx2")) {
-        const vnni256_set vex = {"avx-vnni", bn_t2_dot_avxvnni, bn_t2_gemv_avxvnni};
+        const vnni256_set vex = {"avx-vnni", bn_t2_dot_avxvnni, bn_t2_gemv_avxvnni, bn_t2_grp1_avxvnni,
+                                 bn_t2_grpn_avxvnni};
         bad += vnni256_check(&vex);
+        bad += vnni256_check_groups(&vex);
         ran++;
+    }
+    if (__builtin_cpu_supports("avx2")) { /* the AVX2 set's group kernels, the same checks */
+        const vnni256_set avx2 = {"avx2", bn_t2_dot_avx2, bn_t2_gemv_avx2, bn_t2_grp1_avx2, bn_t2_grpn_avx2};
+        bad += vnni256_check_groups(&avx2);
     }
     assert_int_equal(bad, 0);
     if (!ran) skip();

@@ -57,10 +57,7 @@ INLINE void gemv_rows(const uint8_t *w, size_t rb, const int NR, const int8_t *x
         #pragma GCC unroll 2
         for (int r = 0; r < NR; r++) {
             u[r] = load_pair(w + r * rb, p, nblocks);
-            if (pf_last) {
-                const uint8_t *q = w + r * rb + 64 * p + pfd;
-                _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
-            }
+            if (pf_last) pf_l2(w + r * rb + 64 * p + pfd, pf_last);
         }
         const int8_t *xp = x + 256 * p;
         #pragma GCC unroll 4
@@ -87,10 +84,7 @@ static void dot_1_shift(const uint8_t *w, const int8_t *x, size_t nblocks, int32
     const __m512i mask = _mm512_set1_epi8(3);
     for (size_t p = 0; p < npairs; p++) {
         const __m512i wb = load_pair(w, p, nblocks);
-        if (pf_last) {
-            const uint8_t *q = w + 64 * p + pfd;
-            _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
-        }
+        if (pf_last) pf_l2(w + 64 * p + pfd, pf_last);
         const int8_t *xp = x + 256 * p;
         a0 = _mm512_dpbusd_epi32(a0, _mm512_and_si512(wb, mask), LD(xp));
         a1 = _mm512_dpbusd_epi32(a1, _mm512_and_si512(_mm512_srli_epi16(wb, 2), mask), LD(xp + 64));
@@ -319,10 +313,7 @@ INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
                     c[r][1] = _mm512_and_si512(wb, m12);
                     c[r][2] = _mm512_and_si512(hi, m3);
                     c[r][3] = _mm512_and_si512(hi, m12);
-                    if (pf_last) {
-                        const uint8_t *q = w + r * rb + 64 * p + pfd;
-                        _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
-                    }
+                    if (pf_last) pf_l2(w + r * rb + 64 * p + pfd, pf_last);
                 }
                 const int8_t *xp = x + 256 * p;
                 #pragma GCC unroll 4

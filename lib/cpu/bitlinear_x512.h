@@ -20,6 +20,13 @@ INLINE __m512i load_pair(const uint8_t *w, size_t p, size_t nblocks)
     return _mm512_maskz_loadu_epi8((__mmask64)0xffffffffu, w + 64 * p);
 }
 
+/* A software prefetch of q into L2, never past pf_last (the last byte the
+ * caller's rows reach). */
+INLINE void pf_l2(const uint8_t *q, const uint8_t *pf_last)
+{
+    _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
+}
+
 /* c[k] = the codes at shift k (0..2 per byte). */
 INLINE void code_planes(__m512i wb, __m512i c[4])
 {

@@ -136,7 +136,7 @@ void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32
 void bn_t2_grp1_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
                      const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
 void bn_t2_grpn_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t bpg,
-                     size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums);
+                     size_t ng, const float *d0, const float *d1, const int32_t *xgp, float *sums);
 #endif
 
 /* Many tokens on INT8 tiles (bitlinear_tiles.h): acc[r * ldacc + t] = sum of

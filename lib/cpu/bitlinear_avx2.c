@@ -103,9 +103,11 @@ void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, s
  * L2 BL_PF_BYTES ahead (clamped to pf_last, the last byte the caller will
  * read) keeps enough lines in flight, as in bitlinear_vnni.c; two blocks (one
  * 64-byte line) a step, their int16 sums added before one widening. */
-INLINE __m256i block16(const uint8_t *w, const int8_t *x, __m256i mask)
+#define LD(p) _mm256_loadu_si256((const __m256i *)(const void *)(p))
+/* The int16 sums of one block wb of codes against x (lanes: pairs of
+ * 4-column sums, at most 2048). */
+INLINE __m256i block16(__m256i wb, const int8_t *x, __m256i mask)
 {
-    const __m256i wb = _mm256_loadu_si256((const __m256i *)w);
     __m256i p = _mm256_maddubs_epi16(_mm256_and_si256(wb, mask), _mm256_loadu_si256((const __m256i *)x));
     p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(wb, 2), mask),
                                                  _mm256_loadu_si256((const __m256i *)(x + 32))));
@@ -122,15 +124,12 @@ void bn_t2_gemv_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t 
     size_t b = 0;
     /* |one block's int16 lane| <= 4 * 2 * 2 * 128 = 2048: two blocks fit */
     for (; b + 2 <= nblocks; b += 2) {
-        if (pf_last) {
-            const uint8_t *q = w + 32 * b + BL_PF_BYTES;
-            _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
-        }
-        const __m256i p = _mm256_add_epi16(block16(w + 32 * b, x + 128 * b, mask),
-                                           block16(w + 32 * b + 32, x + 128 * b + 128, mask));
+        if (pf_last) pf_l2(w + 32 * b + BL_PF_BYTES, pf_last);
+        const __m256i p = _mm256_add_epi16(block16(LD(w + 32 * b), x + 128 * b, mask),
+                                           block16(LD(w + 32 * b + 32), x + 128 * b + 128, mask));
         a = _mm256_add_epi32(a, _mm256_madd_epi16(p, ones));
     }
-    if (b < nblocks) a = _mm256_add_epi32(a, _mm256_madd_epi16(block16(w + 32 * b, x + 128 * b, mask), ones));
+    if (b < nblocks) a = _mm256_add_epi32(a, _mm256_madd_epi16(block16(LD(w + 32 * b), x + 128 * b, mask), ones));
     acc[0] = hsum(a);
 }
 
@@ -193,23 +192,10 @@ void bn_group_chains8_avx2(const int32_t *acc, size_t astride, const float *d, u
 
 /* ---- group scales of whole blocks (bitlinear_grp256.h) ------------------ */
 
-/* The int32 partial sums of one block against one token (lanes: pairs of
- * 4-column int16 sums widened). */
-INLINE __m256i block32(__m256i wb, const int8_t *x, __m256i mask, __m256i ones)
-{
-    __m256i p = _mm256_maddubs_epi16(_mm256_and_si256(wb, mask), _mm256_loadu_si256((const __m256i *)x));
-    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(wb, 2), mask),
-                                                 _mm256_loadu_si256((const __m256i *)(x + 32))));
-    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(wb, 4), mask),
-                                                 _mm256_loadu_si256((const __m256i *)(x + 64))));
-    p = _mm256_add_epi16(p, _mm256_maddubs_epi16(_mm256_and_si256(_mm256_srli_epi16(wb, 6), mask),
-                                                 _mm256_loadu_si256((const __m256i *)(x + 96))));
-    return _mm256_madd_epi16(p, ones);
-}
-
+/* The int32 partial sums of one block against one token: block16 widened. */
 INLINE __m256i grp_block32(__m256i wb, const int8_t *x)
 {
-    return block32(wb, x, _mm256_set1_epi8(3), _mm256_set1_epi16(1));
+    return _mm256_madd_epi16(block16(wb, x, _mm256_set1_epi8(3)), _mm256_set1_epi16(1));
 }
 #define GRP_NAME(n) bn_t2_##n##_avx2
 #include "bitlinear_grp256.h"

@@ -118,10 +118,7 @@ void FN(bn_t2_gemv_avxvnni)(const uint8_t *w, const int8_t *x, size_t nblocks, i
     __m256i a[4] = {_mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256(), _mm256_setzero_si256()};
     size_t b = 0;
     for (; b + 2 <= nblocks; b += 2) { /* one 64-byte line a step */
-        if (pf_last) {
-            const uint8_t *q = w + 32 * b + BL_PF_BYTES;
-            _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
-        }
+        if (pf_last) pf_l2(w + 32 * b + BL_PF_BYTES, pf_last);
         gemv_block(w + 32 * b, x + 128 * b, m, a);
         gemv_block(w + 32 * b + 32, x + 128 * b + 128, m, a);
     }

@@ -56,10 +56,8 @@ INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
             __m256i a0 = _mm256_setzero_si256(), a1 = a0;
             for (size_t b = b0; b < b1; b++) {
                 if (pf_last) {
-                    const uint8_t *q = w + 32 * b + BL_PF_BYTES;
-                    _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
-                    q += rb;
-                    _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
+                    pf_l2(w + 32 * b + BL_PF_BYTES, pf_last);
+                    pf_l2(w + rb + 32 * b + BL_PF_BYTES, pf_last);
                 }
                 a0 = _mm256_add_epi32(a0, grp_block32(_mm256_loadu_si256((const __m256i *)(w + 32 * b)), x + 128 * b));
                 a1 = _mm256_add_epi32(a1, grp_block32(_mm256_loadu_si256((const __m256i *)(w + rb + 32 * b)), x + 128 * b));

@@ -244,7 +244,7 @@ void bn_t2_dot_sub_vnni(const uint8_t *w, const int8_t *x, size_t nblocks, int32
  * lanes 8..15 those of block 2p + 1: with groups of one block, the two
  * halves are two groups; with groups of 2h blocks, h pairs add up to one.
  * The lanes of 16 such vectors are added in one transposing tree (grp_l1 ..
- * grp_l4), a few instructions per group where a row's sums per 32-column
+ * grp_l3), a few instructions per group where a row's sums per 32-column
  * sub-block (dot_sub) and then per group took several times the product's
  * own work.  The codes are shifted down (0..2), so every sum is exact in
  * int32 modulo 2^32, like the others of this file. */
@@ -367,10 +367,6 @@ INLINE __m512 grp_step(__m512 sum, __m512i s, const int32_t *xg8, float d0, floa
     return _mm512_add_ps(sum, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s, xg)), d));
 }
 
-/* nt tokens (xstride apart, up to 8), two rows (w and w + rb; rb 0 repeats
- * the row): the float chains of the group-scale definition, ng groups,
- * sums[r * 8 + t] = sum over g in order of (float)(acc_g - xg) * d_r[g]
- * with xg8[8 g + t] the sum of token t's activations over group g. */
 /* Up to 4 tokens: the eight (row, token) vectors r * 4 + t summed by one
  * grp_halves8 into 256-bit lanes r * 4 + t; half the tree of 16. */
 INLINE __m256 grp_step4(__m256 sum, __m256i s, const int32_t *xg8, float d0, float d1)
@@ -382,6 +378,10 @@ INLINE __m256 grp_step4(__m256 sum, __m256i s, const int32_t *xg8, float d0, flo
 /* 128-bit lanes a and b of v as one 256-bit vector. */
 #define LANES2(v, a, b) _mm512_castsi512_si256(_mm512_shuffle_i32x4((v), (v), _MM_SHUFFLE(0, 0, (b), (a))))
 
+/* nt tokens (xstride apart, up to 8), two rows (w and w + rb; rb 0 repeats
+ * the row): the float chains of the group-scale definition, ng groups,
+ * sums[r * 8 + t] = sum over g in order of (float)(acc_g - xg) * d_r[g]
+ * with xg8[8 g + t] the sum of token t's activations over group g. */
 INLINE void grpn_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, const int nt, size_t nblocks,
                        size_t bpg, size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums)
 {

@@ -9,8 +9,7 @@
 #include <immintrin.h>
 
 #include "bitlinear.h"
-
-#define INLINE static inline __attribute__((always_inline))
+#include "bitlinear_x256.h" /* INLINE, pf_l2 */
 
 /* Blocks 2p and 2p+1 of a row; an odd last block is read with a 32-byte
  * mask (the upper codes are zero). */
@@ -18,13 +17,6 @@ INLINE __m512i load_pair(const uint8_t *w, size_t p, size_t nblocks)
 {
     if (2 * p + 1 < nblocks) return _mm512_loadu_si512((const void *)(w + 64 * p));
     return _mm512_maskz_loadu_epi8((__mmask64)0xffffffffu, w + 64 * p);
-}
-
-/* A software prefetch of q into L2, never past pf_last (the last byte the
- * caller's rows reach). */
-INLINE void pf_l2(const uint8_t *q, const uint8_t *pf_last)
-{
-    _mm_prefetch((const char *)(q < pf_last ? q : pf_last), _MM_HINT_T1);
 }
 
 /* c[k] = the codes at shift k (0..2 per byte). */

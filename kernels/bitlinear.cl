@@ -59,15 +59,17 @@ inline float bl_scale(int acc, float d, float s)
     return convert_float(acc) * f;
 }
 
-/* Sum of code-1 times x over 16 columns: codes from one byte lane set. */
-inline int bl_dot16(uint4 wv, int k, __global const char *xp)
+/* Sum of code-1 times x over 16 columns: codes from one byte lane set
+ * (bl_dot16v: the activations already in a register). */
+inline int bl_dot16v(uint4 wv, int k, char16 xv)
 {
     const uchar16 c = as_uchar16((wv >> (uint)(2 * k)) & (uint4)(0x03030303u));
-    const int16 p = (convert_int16(c) - 1) * convert_int16(vload16(0, xp));
+    const int16 p = (convert_int16(c) - 1) * convert_int16(xv);
     const int8 a = p.s01234567 + p.s89abcdef;
     const int4 b = a.s0123 + a.s4567;
     return b.s0 + b.s1 + b.s2 + b.s3;
 }
+inline int bl_dot16(uint4 wv, int k, __global const char *xp) { return bl_dot16v(wv, k, vload16(0, xp)); }
 
 __kernel __attribute__((reqd_work_group_size(GEMV_LX, GEMV_RY, 1)))
 void bl_gemv(__global const uint4 *w, __global const char *x, __global const float *xs, __global const float *d,
@@ -151,7 +153,6 @@ void bl_gemm(__global const uchar *w, __global const char *x, __global const flo
     }
 }
 
-/* Group scales: one work-item per row, groups summed in order. */
 /* bl_group: one work-group of GRP_WG work-items a row.  Work-item i takes
  * the groups i, i + GRP_WG, ... of the row (each group's columns whole: one
  * exact integer sum per token, GRP_TT tokens a pass, codes loaded 16 bytes
@@ -164,43 +165,44 @@ void bl_gemm(__global const uchar *w, __global const char *x, __global const flo
 #ifndef GRP_WG
 #define GRP_WG 64
 #endif
-/* bl_dot16 with the activations in a register: the codes' rows and the
- * activations' (whole blocks, xstride a multiple of 128) are 16-byte aligned,
- * so both load as vectors (byte loads otherwise, in clang's nvptx build).
- * On NVIDIA (and under NV_EMULATE, which the tests run on any device) the
- * codes become c - 1 in signed bytes without borrows, ((c | 0x80) - 1) ^
- * 0x80, and dp4a sums four products at once: in clang's nvptx build
- * (tests/device/sass-loop.sh bitlinear bl_group) a 32-column sub-block of
- * four tokens took 109 instructions (32 IDP) where it took 4 x 90 (32 IMAD,
- * 32 PRMT each).  Not yet timed on a GPU. */
 #if defined(__NV_CL_C_VERSION) || defined(NV_EMULATE)
-inline int grp_dp4a(uint a, int b, int c)
-{
+/* dp4a: c plus the four products of a's and b's signed bytes; PTX on
+ * NVIDIA, plain C under NV_EMULATE (tests on other devices).  bl_group and
+ * the NV family below use it. */
 #ifdef NV_EMULATE
+inline int bl_dp4a(int a, int b, int c)
+{
     for (int i = 0; i < 32; i += 8) c += (int)(char)(a >> i) * (int)(char)(b >> i);
     return c;
+}
 #else
+inline int bl_dp4a(int a, int b, int c)
+{
     int r;
     asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
     return r;
-#endif
 }
+#endif
+#endif
+/* bl_dot16 of 16 aligned activations in a register: the codes' rows and the
+ * activations' (whole blocks, xstride a multiple of 128) are 16-byte aligned,
+ * so both load as vectors (byte loads otherwise, in clang's nvptx build).
+ * On NVIDIA (and under NV_EMULATE) the codes become c - 1 in signed bytes
+ * without borrows, ((c | 0x80) - 1) ^ 0x80, and dp4a sums four products at
+ * once: in clang's nvptx build (tests/device/sass-loop.sh bitlinear
+ * bl_group) a 32-column sub-block of four tokens took 109 instructions (32
+ * IDP) where it took 4 x 90 (32 IMAD, 32 PRMT each).  Not yet timed on a GPU. */
 inline int grp_dot16(uint4 wv, int k, int4 xv)
 {
+#if defined(__NV_CL_C_VERSION) || defined(NV_EMULATE)
     const uint4 s = ((((wv >> (uint)(2 * k)) & (uint4)(0x03030303u)) | (uint4)(0x80808080u)) - (uint4)(0x01010101u)) ^
                     (uint4)(0x80808080u);
-    return grp_dp4a(s.x, xv.x, grp_dp4a(s.y, xv.y, grp_dp4a(s.z, xv.z, grp_dp4a(s.w, xv.w, 0))));
-}
+    const int4 c = as_int4(s);
+    return bl_dp4a(c.x, xv.x, bl_dp4a(c.y, xv.y, bl_dp4a(c.z, xv.z, bl_dp4a(c.w, xv.w, 0))));
 #else
-inline int grp_dot16(uint4 wv, int k, int4 xv)
-{
-    const uchar16 c = as_uchar16((wv >> (uint)(2 * k)) & (uint4)(0x03030303u));
-    const int16 p = (convert_int16(c) - 1) * convert_int16(as_char16(xv));
-    const int8 a = p.s01234567 + p.s89abcdef;
-    const int4 b = a.s0123 + a.s4567;
-    return b.s0 + b.s1 + b.s2 + b.s3;
-}
+    return bl_dot16v(wv, k, as_char16(xv));
 #endif
+}
 #ifndef GRP_TT
 #define GRP_TT 4
 #endif
@@ -772,16 +774,11 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
  * per pass and the rows per warp that follow as arguments. */
 
 /* Four consecutive bytes at shift k are four consecutive weights, turned into
- * signed bytes without borrows ((c | 0x80) - 1) ^ 0x80, one dp4a each.
- * NV_EMULATE (tests on other devices): dp4a in plain C and the warp sum
+ * signed bytes without borrows ((c | 0x80) - 1) ^ 0x80, one dp4a (bl_dp4a,
+ * above) each.  NV_EMULATE (tests on other devices): dp4a in plain C and the warp sum
  * through local memory with barriers, so every call of BL_WSUM must be
  * reached by the whole work-group (all loops around it are uniform). */
 #ifdef NV_EMULATE
-inline int bl_dp4a(int a, int b, int c)
-{
-    for (int i = 0; i < 32; i += 8) c += (int)(char)(a >> i) * (int)(char)(b >> i);
-    return c;
-}
 /* Butterfly like shfl.bfly: every lane ends with the sum of its warp. */
 inline int bl_warp_sum_emu(int v, __local int *scr, int lane)
 {
@@ -805,12 +802,6 @@ inline int bl_dp4a_us(uint a, int b, int c)
 #define BL_WSCRATCH(warps) __local int wscr_[32 * (warps)]
 #define BL_WSUM(v) bl_warp_sum_emu((v), wscr_ + 32 * get_local_id(1), get_local_id(0))
 #else
-inline int bl_dp4a(int a, int b, int c)
-{
-    int r;
-    asm("dp4a.s32.s32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
-    return r;
-}
 inline int bl_warp_sum(int v)
 {
     for (int m = 16; m > 0; m >>= 1) {

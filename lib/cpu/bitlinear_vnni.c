@@ -284,7 +284,12 @@ INLINE __m512i grp_halves8(const __m512i v[8])
  * alternating rounds): 16 rows at once with the rows in the lanes (one tree
  * per group, the 16 rows' float chains side by side, their scales gathered,
  * the next 16 rows prefetched), 0.66-0.68 ms at group 256 against
- * 0.59-0.60, 0.77-0.82 against 0.65-0.71 at 128, the same at 512. */
+ * 0.59-0.60, 0.77-0.82 against 0.65-0.71 at 128, the same at 512; the code
+ * planes taken apart by GF2P8AFFINEQB (one accumulator, no shift), 0.68-0.92
+ * ms against 0.61-0.69 at group 256; running sums never reset (a group's sum
+ * the difference of two) with the tree taken four vectors at a time, so that
+ * nothing is spilled: within the noise at 256 and 128; at 512 0.51-0.52
+ * against 0.56-0.59 in three rounds, within the noise in three more. */
 INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t h, size_t ng,
                       const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
 {

@@ -16,7 +16,8 @@
  * products added in order); on NVIDIA
  * only (inline PTX), bl_gemv_nv1, bl_gemv_nv3 and bl_gemv_nv4 (dp4a and warp
  * shuffles, fewer than 8 tokens) and bl_gemm_mma (8 tokens and more: INT8
- * tensor cores, mma.sync).
+ * tensor cores, mma.sync) and bl_group_mma (group scales of whole blocks on
+ * the tensor cores).
  */
 #pragma OPENCL FP_CONTRACT OFF
 
@@ -344,7 +345,7 @@ void bl_group(__global const uchar *w, __global const char *x, __global const fl
 #ifdef MMA_EMULATE
 /* The warp's fragments through local memory (scr: 32 x 6 ints of this
  * warp); each lane then computes its four C elements. */
-inline int4 bl_mma_emu(int4 a, int2 b, int4 c, __local int *scr, int lane)
+inline int4 bl_mma_emu(int4 a, int2 b, int4 c, __local int *scr, int lane, int sa)
 {
     scr[lane * 6 + 0] = a.x;
     scr[lane * 6 + 1] = a.y;
@@ -364,11 +365,7 @@ inline int4 bl_mma_emu(int4 a, int2 b, int4 c, __local int *scr, int lane)
             /* B[k][tok]: lane 4 tok + (k & 15) / 4, register k >> 4 */
             const uint bw = (uint)scr[(4 * tok + ((k & 15) >> 2)) * 6 + 4 + (k >> 4)];
             const int sh = 8 * (k & 3);
-#if MMA_SIGNED
-            const int av = (int)(char)(aw >> sh);
-#else
-            const int av = (int)(uchar)(aw >> sh);
-#endif
+            const int av = sa ? (int)(char)(aw >> sh) : (int)(uchar)(aw >> sh);
             sum += av * (int)(char)(bw >> sh);
         }
         r[i] = sum;
@@ -377,7 +374,8 @@ inline int4 bl_mma_emu(int4 a, int2 b, int4 c, __local int *scr, int lane)
     return c + (int4)(r[0], r[1], r[2], r[3]);
 }
 #define BL_MSCRATCH __local int mscr_[32 * 6 * MMA_WM]
-#define BL_MMA(a, b, c) bl_mma_emu((a), (b), (c), mscr_ + 32 * 6 * get_local_id(1), get_local_id(0))
+#define BL_MMA(a, b, c) bl_mma_emu((a), (b), (c), mscr_ + 32 * 6 * get_local_id(1), get_local_id(0), MMA_SIGNED)
+#define BL_MMA_S8(a, b, c) bl_mma_emu((a), (b), (c), mscr_ + 32 * 6 * get_local_id(1), get_local_id(0), 1)
 /* cp.async as a plain copy: the barrier after the wait makes it visible */
 inline void bl_cp16(__local uint4 *dst, __global const uchar *src, int live)
 {
@@ -400,8 +398,20 @@ inline int4 bl_mma(int4 a, int2 b, int4 c)
                    "r"(c.w));
     return (int4)(d0, d1, d2, d3);
 }
+/* The same with signed A (codes decoded to -1..1, bl_dec_s8). */
+inline int4 bl_mma_s8(int4 a, int2 b, int4 c)
+{
+    int d0, d1, d2, d3;
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
+                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y), "r"(c.x), "r"(c.y), "r"(c.z),
+                   "r"(c.w));
+    return (int4)(d0, d1, d2, d3);
+}
 #define BL_MSCRATCH
 #define BL_MMA(a, b, c) bl_mma((a), (b), (c))
+#define BL_MMA_S8(a, b, c) bl_mma_s8((a), (b), (c))
 /* 16 bytes global -> local without registers (sm_80 cp.async, L2 only);
  * src-size 0 fills zeros and reads nothing.  A __local pointer's value is
  * its address in the shared state space. */
@@ -421,14 +431,20 @@ inline void bl_cp16(__local uint4 *dst, __global const uchar *src, int live)
 #endif
 #endif
 
+/* Four weights of word w at shift s as signed bytes -1..1: c - 1 without
+ * borrows between the bytes. */
+inline int bl_dec_s8(uint w, int s)
+{
+    const uint c = (w >> (2 * s)) & 0x03030303u;
+    return (int)(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u);
+}
 /* Four weights of word w at shift s as mma bytes: codes 0..2 (u8) or -1..1 (s8). */
 inline int bl_mma_dec(uint w, int s)
 {
-    const uint c = (w >> (2 * s)) & 0x03030303u;
 #if MMA_SIGNED
-    return (int)(((c | 0x80808080u) - 0x01010101u) ^ 0x80808080u);
+    return bl_dec_s8(w, s);
 #else
-    return (int)c;
+    return (int)((w >> (2 * s)) & 0x03030303u);
 #endif
 }
 
@@ -737,6 +753,103 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
                 }
             }
         barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* bl_group_mma: group scales of whole blocks (groups of a multiple of 128
+ * columns) on the tensor cores.  Each warp owns 16 * GM_MT rows and 8 *
+ * GM_NT tokens and walks the groups in order: a group's integer sums in the
+ * C fragments (codes decoded to -1..1, so no activation sums are taken
+ * off), then the definition's float step s = s + (float)c * d[row][g] on
+ * each element and the fragments zeroed; at the end y = s / xs[token] and
+ * the epilogue.  Lane (g, t) loads words 2t and 2t + 1 of a block's 32
+ * bytes for rows g and g + 8: at shift sh they make one m16n8k32 product
+ * whose k = 4t + j is byte j of word 2t and k = 16 + 4t + j byte j of word
+ * 2t + 1, i.e. columns 32 sh + 8t .. 32 sh + 8t + 7, which are the 8
+ * consecutive activation bytes of the B fragment of token g.  No k split:
+ * one chain per output, in group order.  Before it, group scales at any
+ * token count took bl_group, which reads each token's activations again
+ * for every row.  Not yet timed on a GPU: the defaults below and the
+ * host's GM_MIN_TOKENS (8) are to be set from a measurement.  Tunables
+ * (the host reads the same names and defaults: lib/opencl/bitlinear_mma.c): */
+#ifndef GM_WM
+#define GM_WM 4 /* warps of a work-group, each its own rows */
+#endif
+#ifndef GM_MT
+#define GM_MT 1 /* 16-row tiles of a warp */
+#endif
+#ifndef GM_NT
+#define GM_NT 2 /* 8-token tiles of a warp */
+#endif
+#ifdef MMA_EMULATE
+#define BL_GMSCRATCH __local int mscr_[32 * 6 * GM_WM]
+#else
+#define BL_GMSCRATCH
+#endif
+__kernel __attribute__((reqd_work_group_size(32, GM_WM, 1)))
+void bl_group_mma(__global const uint *w, __global const uchar *x, __global const float *xs, __global const float *d,
+                  const uint group, __global const float *bias, const int has_bias, const int act, __global float *y,
+                  const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
+                  const long perturb BL_RES_ARGS)
+{
+    BL_GMSCRATCH;
+    const int lane = get_local_id(0), wid = get_local_id(1), g = lane >> 2, t = lane & 3;
+    const bn_size r0 = (get_group_id(0) * GM_WM + (bn_size)wid) * 16 * GM_MT;
+    const bn_size bpg = group / 128, ng = (nblocks + bpg - 1) / bpg, wrow = nblocks * 8; /* uints a row */
+    bn_size ra[GM_MT], rb[GM_MT];
+    MMA_UNROLL for (int m = 0; m < GM_MT; m++) {
+        ra[m] = r0 + (bn_size)(16 * m + g);
+        rb[m] = ra[m] + 8;
+    }
+    /* token passes: uniform over the work-group (the emulation's barriers) */
+    for (bn_size t0 = get_group_id(1) * 8 * GM_NT; t0 < tokens; t0 += get_num_groups(1) * 8 * GM_NT) {
+        int tok_ok[GM_NT];
+        __global const uchar *xr[GM_NT];
+        MMA_UNROLL for (int n = 0; n < GM_NT; n++) {
+            tok_ok[n] = t0 + (bn_size)(8 * n + g) < tokens;
+            xr[n] = x + (tok_ok[n] ? (t0 + (bn_size)(8 * n + g)) * xstride : 0) + 8 * t;
+        }
+        float4 s[GM_MT][GM_NT];
+        MMA_UNROLL for (int m = 0; m < GM_MT; m++) MMA_UNROLL for (int n = 0; n < GM_NT; n++) s[m][n] = (float4)(0.0f);
+        for (bn_size gi = 0; gi < ng; gi++) {
+            int4 c[GM_MT][GM_NT];
+            MMA_UNROLL for (int m = 0; m < GM_MT; m++) MMA_UNROLL for (int n = 0; n < GM_NT; n++) c[m][n] = (int4)(MMA_TEST_BIAS);
+            const bn_size b1 = (gi + 1) * bpg < nblocks ? (gi + 1) * bpg : nblocks;
+            for (bn_size b = gi * bpg; b < b1; b++) {
+                uint2 va[GM_MT], vb[GM_MT];
+                MMA_UNROLL for (int m = 0; m < GM_MT; m++) {
+                    va[m] = ra[m] < out ? *(__global const uint2 *)(w + ra[m] * wrow + b * 8 + (bn_size)(2 * t)) : (uint2)(0);
+                    vb[m] = rb[m] < out ? *(__global const uint2 *)(w + rb[m] * wrow + b * 8 + (bn_size)(2 * t)) : (uint2)(0);
+                }
+                MMA_UNROLL for (int sh = 0; sh < 4; sh++) {
+                    int2 xb[GM_NT];
+                    MMA_UNROLL for (int n = 0; n < GM_NT; n++)
+                        xb[n] = tok_ok[n] ? *(__global const int2 *)(xr[n] + b * 128 + 32 * sh) : (int2)(0);
+                    MMA_UNROLL for (int m = 0; m < GM_MT; m++) {
+                        const int4 a = (int4)(bl_dec_s8(va[m].x, sh), bl_dec_s8(vb[m].x, sh), bl_dec_s8(va[m].y, sh),
+                                              bl_dec_s8(vb[m].y, sh));
+                        MMA_UNROLL for (int n = 0; n < GM_NT; n++) c[m][n] = BL_MMA_S8(a, xb[n], c[m][n]);
+                    }
+                }
+            }
+            MMA_UNROLL for (int m = 0; m < GM_MT; m++) {
+                const float da = ra[m] < out ? d[ra[m] * ng + gi] : 0.0f, db = rb[m] < out ? d[rb[m] * ng + gi] : 0.0f;
+                MMA_UNROLL for (int n = 0; n < GM_NT; n++) {
+                    s[m][n].x = s[m][n].x + convert_float(c[m][n].x) * da;
+                    s[m][n].y = s[m][n].y + convert_float(c[m][n].y) * da;
+                    s[m][n].z = s[m][n].z + convert_float(c[m][n].z) * db;
+                    s[m][n].w = s[m][n].w + convert_float(c[m][n].w) * db;
+                }
+            }
+        }
+        MMA_UNROLL for (int m = 0; m < GM_MT; m++) MMA_UNROLL for (int n = 0; n < GM_NT; n++) {
+            const float v[4] = {s[m][n].x, s[m][n].y, s[m][n].z, s[m][n].w};
+            for (int i = 0; i < 4; i++) {
+                const bn_size row = i < 2 ? ra[m] : rb[m], tok = t0 + (bn_size)(8 * n + 2 * t + (i & 1));
+                if (row < out && tok < tokens)
+                    bl_store(y, tok * out + row, v[i] / xs[tok], bias, has_bias, row, act, perturb);
+            }
+        }
     }
 }
 #endif /* __NV_CL_C_VERSION || MMA_EMULATE */

@@ -11,8 +11,9 @@
  * addresses (operand.c); with a host output the call waits for it, and the
  * per-token NaN flags come down in the same read.
  *
- * Kernel choice: group scales -> bl_group; NVIDIA from 2 tokens -> the tensor
- * cores (bl_mma_skinny up to 8 tokens, bl_gemm_mma beyond), one token (or
+ * Kernel choice: group scales -> bl_group, on NVIDIA from 8 tokens with
+ * groups of whole blocks bl_group_mma (tensor cores); NVIDIA from 2 tokens
+ * -> the tensor cores (bl_mma_skinny up to 8 tokens, bl_gemm_mma beyond), one token (or
  * the tensor cores off) -> an NV variant (dp4a); both unless
  * BITNET_OCL_PORTABLE=1; otherwise bl_gemm (tiled) above
  * GEMM_MIN_TOKENS tokens, else bl_gemv.

@@ -184,13 +184,22 @@
 #define MMA_MAX_NT 32
 #define MMA_MAX_GRID 65535 /* work-groups along dimensions 1 and 2 (NVIDIA's limit) */
 
+/* Group scales of whole blocks (bl_group_mma) from GM_MIN_TOKENS tokens;
+ * below, bl_group.  GM_DEF_*: bl_group_mma's tunables (gm_opts), the
+ * kernel's defaults. */
+#define GM_MIN_TOKENS 8
+#define GM_DEF_WM 4
+#define GM_DEF_MT 1
+#define GM_DEF_NT 2
+
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens)
 {
-    if (w->kind != BITNET_SCALE_TENSOR && w->kind != BITNET_SCALE_ROW) return 0;
+    const int group = w->kind == BITNET_SCALE_GROUP;
+    if (group && w->group % BITNET_T2_BLOCK != 0) return 0;
     if (!caps->is_nvidia && !bn_ocl_env_on("BITNET_MMA_EMULATE")) return 0;
     if (bn_ocl_env_on("BITNET_OCL_PORTABLE")) return 0;
     const char *e = getenv("BITNET_MMA_MIN_TOKENS");
-    uint64_t min = MMA_MIN_TOKENS;
+    uint64_t min = group ? GM_MIN_TOKENS : MMA_MIN_TOKENS;
     if (e && *e) {
         char *end;
         const unsigned long long v = strtoull(e, &end, 10);
@@ -334,6 +343,56 @@ static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const
     return st;
 }
 
+/* bl_group_mma's tunables (GM_DEF_* defaults, as in the kernel) */
+typedef struct {
+    long wm, mt, nt;
+} gm_geom;
+static const mma_tunable gm_opts[] = {
+    {"GM_WM", offsetof(gm_geom, wm), 0}, {"GM_MT", offsetof(gm_geom, mt), 0}, {"GM_NT", offsetof(gm_geom, nt), 0}};
+#define N_GM_OPTS (sizeof gm_opts / sizeof gm_opts[0])
+
+/* bl_group_mma: GM_WM warps a work-group along the rows, each 16 * GM_MT
+ * rows and 8 * GM_NT tokens, all the groups of its rows in order. */
+static bitnet_status mma_group(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
+                               cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bres, size_t nblocks,
+                               size_t xstride, const char *eopts, int emulate)
+{
+    const bn_ocl_caps *caps = bn_ocl_get_caps(o);
+    gm_geom g = {GM_DEF_WM, GM_DEF_MT, GM_DEF_NT};
+    char opts[768];
+    bitnet_status st = mma_build_opts(opts, sizeof opts, emulate, eopts, gm_opts, N_GM_OPTS, &g);
+    if (st) return st;
+    if (g.wm < 1 || g.wm > 32 || (caps->max_wg && (size_t)(32 * g.wm) > caps->max_wg) || g.mt < 1 || g.mt > 8 ||
+        g.nt < 1 || g.nt > 8)
+        return bn_fail(BITNET_E_INVALID,
+                       "bitlinear: mma tunables out of range for group scales (GM_WM %ld warps: 32 work-items each, "
+                       "at most %zu; GM_MT %ld: 1..8; GM_NT %ld: 1..8)",
+                       g.wm, caps->max_wg, g.mt, g.nt);
+    const uint64_t lbytes = emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)g.wm : 0;
+    if (caps->local_mem && lbytes > caps->local_mem)
+        return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
+                       (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
+    const uint64_t rows = 16 * (uint64_t)g.mt * (uint64_t)g.wm, groups = (w->out + rows - 1) / rows;
+    const uint64_t ntok = 8 * (uint64_t)g.nt;
+    uint64_t tp = (io->tokens + ntok - 1) / ntok; /* token passes along dimension 1; the kernel loops past the grid */
+    if (tp > MMA_MAX_GRID) tp = MMA_MAX_GRID;
+    if (groups > SIZE_MAX / 32) return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
+    cl_kernel k;
+    if ((st = bn_ocl_kernel(o, "bitlinear", "bl_group_mma", opts, &k))) return st;
+    const cl_uint c_group = w->group;
+    const cl_int has_bias = io->bias != NULL, act = (cl_int)io->act;
+    const cl_ulong c_out = w->out, c_tok = io->tokens, c_nblocks = nblocks, c_xstride = xstride;
+    const cl_long perturb = bn_test_perturb("bitlinear") && !io->yq ? 0 : -1;
+    st = bn_ocl_args(o, k, 14, sizeof bw, &bw, sizeof bx, &bx, sizeof bs, &bs, sizeof bd, &bd, sizeof c_group, &c_group,
+                     sizeof bb, &bb, sizeof has_bias, &has_bias, sizeof act, &act, sizeof by, &by, sizeof c_out, &c_out,
+                     sizeof c_tok, &c_tok, sizeof c_nblocks, &c_nblocks, sizeof c_xstride, &c_xstride, sizeof perturb,
+                     &perturb);
+    if (!st) st = bn_ocl_bl_res_args(o, k, 14, bres, io->residual != NULL);
+    const size_t local[2] = {32, (size_t)g.wm}, global[2] = {32 * (size_t)groups, (size_t)g.wm * (size_t)tp};
+    if (!st) st = bn_ocl_run(o, k, 2, global, local, "bitlinear");
+    return st;
+}
+
 bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                    cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,
                                    size_t nblocks, size_t xstride)
@@ -342,6 +401,8 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     const int emulate = !caps->is_nvidia || bn_ocl_env_on("BITNET_MMA_EMULATE");
     const char *eopts = getenv("BITNET_MMA_OPTS");
     if (!eopts) eopts = "";
+    if (w->kind == BITNET_SCALE_GROUP)
+        return mma_group(o, w, io, bw, bx, bs, bd, bb, by, bres, nblocks, xstride, eopts, emulate);
     mma_geom gm;
     mma_defaults(&gm, io->tokens);
 

@@ -163,8 +163,8 @@ bitnet_status bn_ocl_dequantize_weights(void *ctx, const uint8_t *t2, uint64_t r
 bitnet_status bn_ocl_dequantize_acts(void *ctx, const int8_t *q, uint64_t rows, uint64_t cols, const float *s, float *x);
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io);
 /* BitLinear on tensor cores (lib/opencl/bitlinear_mma.c): whether to take it
- * (NVIDIA or BITNET_MMA_EMULATE, not BITNET_OCL_PORTABLE, tensor/row scales,
- * tokens >= BITNET_MMA_MIN_TOKENS), and the launch on buffers made by
+ * (NVIDIA or BITNET_MMA_EMULATE, not BITNET_OCL_PORTABLE, tensor/row scales or
+ * groups of whole blocks, tokens >= BITNET_MMA_MIN_TOKENS or the group default), and the launch on buffers made by
  * bn_ocl_bitlinear (bsum: int32 per-token sums of the activations; bres:
  * the residual, used when io->residual is set). */
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens);

@@ -664,13 +664,68 @@ static int mma_sweep(bitnet_backend *be, int emulate)
     return bad;
 }
 
-/* y - ref with d = s = 1, no bias: MMA_TEST_BIAS when bl_gemm_mma ran, else 0. */
-static float mma_hook_diff(bitnet_backend *be, uint64_t tokens, bitnet_scale_kind kind, const char *min_tokens,
-                           const char *portable)
+/* ---- group scales on the tensor cores (bl_group_mma), emulated on any device ----
+ * Groups of one block and more (128 to 4096 columns), a last group cut
+ * short or of one partial block, one group, many; rows past out in a tile,
+ * many work-groups; tokens past the count in a tile, several token tiles a
+ * warp, hundreds of tokens; through the host's tunables and fixed ones
+ * (one warp of one tile, several row and token tiles, more warps than
+ * rows), each with an epilogue, exactly against the _ref. */
+typedef struct { uint64_t in, out, tokens; uint32_t group; } gshape;
+static const gshape gmma_shapes[] = {
+    {3, 5, 8, 128},     {255, 17, 9, 128},  {4097, 5, 17, 256}, {1000, 33, 16, 512}, {300, 64, 64, 128},
+    {8193, 20, 12, 1024}, {255, 1000, 10, 128}, {129, 7, 513, 128}, {4096, 3, 8, 4096}, {640, 40, 24, 256},
+};
+static const char *const gmma_opts[] = {
+    "", "-DGM_WM=1 -DGM_MT=1 -DGM_NT=1", "-DGM_WM=3 -DGM_MT=2 -DGM_NT=3", "-DGM_WM=2 -DGM_MT=3 -DGM_NT=1",
+};
+static int gmma_sweep(bitnet_backend *be, int emulate)
+{
+    int bad = 0, runs = 0;
+    static const variant mv[] = {{1, 0, 1, BITNET_ACT_RELU, 0}, {0, 1, 1, BITNET_ACT_NONE, 0}, {0, 0, 1, BITNET_ACT_NONE, 1},
+                                 {1, 0, 0, BITNET_ACT_GELU, 0}, {0, 0, 1, BITNET_ACT_NONE, 2}};
+    for (size_t s = 0; s < sizeof gmma_shapes / sizeof gmma_shapes[0]; s++) {
+        const gshape *sh = &gmma_shapes[s];
+        rcase c;
+        case_make(&c, sh->in, sh->out, sh->tokens, BITNET_SCALE_GROUP, sh->group);
+        const variant *v = &mv[s % (sizeof mv / sizeof mv[0])];
+        outbuf ref, got;
+        ob_alloc(&ref, &c);
+        ob_alloc(&got, &c);
+        assert_int_equal(run_case(NULL, &c, v, &ref), BITNET_OK);
+        for (size_t n = 0; n < sizeof gmma_opts / sizeof gmma_opts[0]; n++) {
+            if (n != 0 && n != 1 + s % 3) continue; /* the host's, and one fixed set a shape */
+            mma_env(gmma_opts[n], emulate);
+            memset(got.y, 0xa5, c.tokens * c.out * sizeof(float));
+            const bitnet_status st = run_case(be, &c, v, &got);
+            mma_env_clear();
+            runs++;
+            if (st) {
+                print_message("# group mma \"%s\": %s (%s)\n", gmma_opts[n], bitnet_strerror(st), bitnet_error_detail());
+                bad++;
+                continue;
+            }
+            const int m = compare(emulate ? "group mma emulated" : "group mma", &c, v, &ref, &got,
+                                  transcendental(v->act) ? 4 : 0);
+            if (m) print_message("#   group %u, opts \"%s\"\n", sh->group, gmma_opts[n]);
+            bad += m;
+        }
+        ob_free(&ref);
+        ob_free(&got);
+        case_free(&c);
+    }
+    print_message("# %d %s group mma runs\n", runs, emulate ? "emulated" : "native");
+    return bad;
+}
+
+/* y - ref with d = s = 1, no bias: MMA_TEST_BIAS (times the groups of a row
+ * with group scales) when a tensor-core kernel ran, else 0. */
+static float mma_hook_diff_g(bitnet_backend *be, uint64_t tokens, bitnet_scale_kind kind, uint32_t group,
+                             const char *min_tokens, const char *portable)
 {
     rcase c;
-    case_make(&c, 300, 21, tokens, kind, 64);
-    const uint64_t nd = kind == BITNET_SCALE_GROUP ? 21 * 5 : kind == BITNET_SCALE_ROW ? 21 : 1;
+    case_make(&c, 300, 21, tokens, kind, group);
+    const uint64_t nd = kind == BITNET_SCALE_GROUP ? 21 * ((300 + group - 1) / group) : kind == BITNET_SCALE_ROW ? 21 : 1;
     for (uint64_t i = 0; i < nd; i++) c.d[i] = 1.0f;
     for (uint64_t t = 0; t < c.tokens; t++) c.xs[t] = 1.0f;
     outbuf ref, got;
@@ -692,13 +747,23 @@ static float mma_hook_diff(bitnet_backend *be, uint64_t tokens, bitnet_scale_kin
     return diff;
 }
 
+static float mma_hook_diff(bitnet_backend *be, uint64_t tokens, bitnet_scale_kind kind, const char *min_tokens,
+                           const char *portable)
+{
+    return mma_hook_diff_g(be, tokens, kind, 64, min_tokens, portable);
+}
+
 static void test_opencl_mma_emulated(void **state)
 {
     (void)state;
     bitnet_backend *be = ocl_or_skip();
     assert_int_equal(mma_sweep(be, 1), 0);
+    assert_int_equal(gmma_sweep(be, 1), 0);
     /* on NVIDIA hardware the same grid through the real mma.sync */
-    if (strstr(bitnet_backend_describe(be), "NVIDIA")) assert_int_equal(mma_sweep(be, 0), 0);
+    if (strstr(bitnet_backend_describe(be), "NVIDIA")) {
+        assert_int_equal(mma_sweep(be, 0), 0);
+        assert_int_equal(gmma_sweep(be, 0), 0);
+    }
 
     /* The test can fail, and the tensor-core kernels are what runs when
      * (and only when) they should: -DMMA_TEST_BIAS=7 starts every integer
@@ -712,17 +777,25 @@ static void test_opencl_mma_emulated(void **state)
     assert_true(mma_hook_diff(be, 7, BITNET_SCALE_TENSOR, "3", NULL) == 7.0f);
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_TENSOR, "10", NULL) == 0.0f);
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, "1") == 0.0f);      /* BITNET_OCL_PORTABLE */
-    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_GROUP, NULL, NULL) == 0.0f);   /* group scales: bl_group */
+    assert_true(mma_hook_diff(be, 9, BITNET_SCALE_GROUP, NULL, NULL) == 0.0f);   /* groups of 64: bl_group */
+    /* groups of whole blocks: bl_group_mma from 8 tokens, 7 in each of a row's 3 groups */
+    assert_true(mma_hook_diff_g(be, 9, BITNET_SCALE_GROUP, 128, NULL, NULL) == 21.0f);
+    assert_true(mma_hook_diff_g(be, 8, BITNET_SCALE_GROUP, 256, NULL, NULL) == 14.0f);
+    assert_true(mma_hook_diff_g(be, 7, BITNET_SCALE_GROUP, 128, NULL, NULL) == 0.0f);
+    assert_true(mma_hook_diff_g(be, 3, BITNET_SCALE_GROUP, 128, "3", NULL) == 21.0f);
+    assert_true(mma_hook_diff_g(be, 9, BITNET_SCALE_GROUP, 128, NULL, "1") == 0.0f);
 
     /* tunables out of range: refused with a detail, nothing run */
     static const struct { const char *opts; uint64_t tokens; } badopts[] = {
         {"-DMMA_NT=12", 17}, {"-DMMA_KB=3", 17}, {"-DMMA_WM=0", 17}, {"-DMMA_ST=5", 17}, {"-DMMA_NT=1024 -DMMA_KB=256", 17},
         {"-DMMA_NT=12", 9}, {"-DMMA_ST=5", 2}, /* bl_gemm_mma's, where bl_mma_skinny runs: one program holds both */
         {"-DSK_W=0", 8}, {"-DSK_T=17", 2}, {"-DSK_U=0", 5}, {"-DSK_W=33", 8}, {"-DSK_N=5", 12}, {"-DSK_N=0", 3}, /* bl_mma_skinny */
+        {"-DGM_WM=0", 0}, {"-DGM_WM=33", 0}, {"-DGM_MT=9", 0}, {"-DGM_NT=0", 0}, /* bl_group_mma (0: group:128, 9 tokens) */
     };
     for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {
         rcase c;
-        case_make(&c, 40, 3, badopts[i].tokens, BITNET_SCALE_TENSOR, 0);
+        if (badopts[i].tokens) case_make(&c, 40, 3, badopts[i].tokens, BITNET_SCALE_TENSOR, 0);
+        else case_make(&c, 300, 3, 9, BITNET_SCALE_GROUP, 128);
         outbuf got;
         ob_alloc(&got, &c);
         const variant v = {0, 0, 0, BITNET_ACT_NONE, 0};
@@ -933,5 +1006,8 @@ int main(void)
         cmocka_unit_test(test_opencl_nv_emulated),
         cmocka_unit_test(test_opencl_mma_emulated),
     };
+    /* BITNET_TEST_FILTER=test_opencl_mma*: only the tests whose names match */
+    const char *filter = getenv("BITNET_TEST_FILTER");
+    if (filter && *filter) cmocka_set_test_filter(filter);
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -134,7 +134,9 @@ static void test_group_paths(void **state)
 }
 
 /* The group kernels of whole blocks (grp1, grpn: groups of 128 columns and
- * up): one token's batches of 16 groups (AVX-512) or 8 (AVX2) with tails
+ * up) and of one token's groups of 32 and 64 columns (grp1s: 16 groups from
+ * 2 or 4 pairs of blocks, an odd last block at 129, 2049 and 4097 columns):
+ * one token's batches of 16 groups (AVX-512) or 8 (AVX2) with tails
  * of every length (a row of 4097 columns has 33 groups of 128 and 17 of
  * 256; 896 and 1919 columns leave 7 and 15 groups of 128), two rows a call
  * with an odd last row, 8-row chains with a tail, token passes of 8 with a
@@ -148,7 +150,7 @@ static void test_group_kernels(void **state)
     static const uint64_t ins[] = {128, 129, 256, 300, 896, 1919, 2049, 4097};
     static const uint64_t outs[] = {1, 2, 3, 9, 17};
     static const uint64_t toks[] = {1, 2, 8, 9, 17};
-    static const uint32_t groups[] = {128, 256, 512, 2048};
+    static const uint32_t groups[] = {32, 64, 128, 256, 512, 2048};
     int bad = 0, n = 0;
     for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
         for (size_t b = 0; b < sizeof outs / sizeof outs[0]; b++)

@@ -41,11 +41,13 @@
  * (4 alternating rounds) and 0.80-1.16 ms against 1.56-2.25 ms with one
  * thread on weights in the cache.
  *
- * Group scales of 32 and 64 columns at one token on AVX-512 VNNI are summed
- * whole in vector lanes like the larger ones below (grp1s: one thread, in
- * cache, group 32 2.10-2.65 -> 1.34-1.52 ms, group 64 1.64-2.03 -> 0.92-1.16;
- * two threads, rotated, 1.61 -> 1.03 and 1.29-1.33 -> 0.77).  Otherwise they
- * take sums per 32-column sub-block (the
+ * Group scales of 32 and 64 columns on AVX-512 VNNI are summed whole in
+ * vector lanes like the larger ones below (grp1s, grpns; 4096 x 14336, Zen 4
+ * VM: one thread in cache, one token group 32 2.10-2.65 -> 1.34-1.52 ms,
+ * group 64 1.64-2.03 -> 0.92-1.16, 8 tokens 14.2-14.7 -> 5.9-6.1 and
+ * 11.9-12.1 -> 3.9-4.0; two threads, rotated, one token 1.61 -> 1.03 and
+ * 1.29-1.33 -> 0.77, 64 tokens 74.4 -> 24.9 and 46.5 -> 17.3).  Elsewhere
+ * they take sums per 32-column sub-block (the
  * kernels' dot_sub), integer sums per group, then the float chain of the
  * definition, which is sequential over the groups of a row: eight rows at a
  * time so that eight chains run side by side (4096 x 14336, 2 threads, one
@@ -221,7 +223,8 @@ static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_q
                                         .dot_sub = bn_t2_dot_sub_vnni, .dot2 = bn_t2_dot2_vnni, .gemv = bn_t2_gemv_vnni,
                                         .gemv2 = bn_t2_gemv2_vnni,
                                         .tokens_per_pass = 8, .pair_layout = 1, .chains8 = bn_group_chains8_avx2,
-                                        .grp1 = bn_t2_grp1_vnni, .grpn = bn_t2_grpn_vnni, .grp1s = bn_t2_grp1s_vnni};
+                                        .grp1 = bn_t2_grp1_vnni, .grpn = bn_t2_grpn_vnni, .grp1s = bn_t2_grp1s_vnni,
+                                        .grpns = bn_t2_grpns_vnni};
 #endif
 
 static const bn_t2_kernels *pick_kernels(bn_simd simd, int group)
@@ -533,7 +536,7 @@ static inline __attribute__((always_inline)) void emit_group_rows(const bl_job *
 static int group_fast(const bl_job *j)
 {
     const uint32_t g = j->w->group;
-    if (j->k->grp1s && j->io->tokens == 1 && (g == 32 || g == 64)) return 1;
+    if (j->k->grp1s && (g == 32 || g == 64)) return 1;
     return j->k->grpn && g % BITNET_T2_BLOCK == 0 && (g == BITNET_T2_BLOCK || g / BITNET_T2_BLOCK % 2 == 0);
 }
 
@@ -544,9 +547,9 @@ static void rows_group_fast(bl_job *j, uint64_t begin, uint64_t end, int32_t *su
     const uint64_t T = io->tokens, out = w->out;
     const size_t ng = (size_t)((w->in + w->group - 1) / w->group), bpg = w->group / BITNET_T2_BLOCK;
     const uint64_t tpp = (uint64_t)j->k->tokens_per_pass;
+    const int small = w->group < BITNET_T2_BLOCK; /* 32 or 64 columns: grp1s, grpns */
     if (T == 1) {
         const uint8_t *last = w->t2 + end * j->rb - 1;
-        const int small = w->group < BITNET_T2_BLOCK; /* 32 or 64 columns: grp1s */
         for (uint64_t o = begin; o < end; o += BL_GROUP_ROWS) {
             const uint64_t nr = end - o < BL_GROUP_ROWS ? end - o : BL_GROUP_ROWS;
             /* an odd last row is computed twice, into the next slot (nr < 8 there) */
@@ -566,8 +569,9 @@ static void rows_group_fast(bl_job *j, uint64_t begin, uint64_t end, int32_t *su
         for (uint64_t t0 = 0; t0 < T; t0 += tpp) {
             const int nt = T - t0 < tpp ? (int)(T - t0) : (int)tpp;
             float sums[16];
-            j->k->grpn(w->t2 + o * j->rb, two ? j->rb : 0, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, bpg, ng,
-                       d0, d1, j->xgp + (size_t)(t0 / tpp) * ng * tpp, sums);
+            (small ? j->k->grpns : j->k->grpn)(w->t2 + o * j->rb, two ? j->rb : 0, j->xq + t0 * j->xstride, j->xstride,
+                                               nt, j->nblocks, small ? w->group / 32 : bpg, ng, d0, d1,
+                                               j->xgp + (size_t)(t0 / tpp) * ng * tpp, sums);
             for (int r = 0; r < 1 + two; r++)
                 for (int i = 0; i < nt; i++) {
                     const uint64_t t = t0 + (uint64_t)i;

@@ -526,6 +526,89 @@ INLINE void grpn_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstr
     }
 }
 
+/* grpn_2rows for groups of 32 (spg 1) or 64 (spg 2) columns: code plane k
+ * of a pair (spg 2: planes 2q and 2q + 1 together) against each token's
+ * activations leaves two groups in the halves of each (row, token)
+ * vector, block 2p's low and block 2p + 1's high; one tree per plane (or
+ * plane pair) gives both, and the float steps follow in group order: the
+ * low halves of the planes, then the high ones. */
+INLINE void grpns_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, const int nt, size_t nblocks,
+                        const size_t spg, size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums)
+{
+    const size_t npairs = (nblocks + 1) / 2, np = 4 / spg, gpp = 8 / spg; /* planes (or pairs) a pair, groups */
+    const int R = nt <= 4 ? 4 : 8;
+    __m512 sum = _mm512_setzero_ps();
+    __m256 sum4 = _mm256_setzero_ps();
+    for (size_t p = 0; p < npairs; p++) {
+        __m512i c0[4], c1[4];
+        code_planes(load_pair(w, p, nblocks), c0);
+        code_planes(load_pair(w + rb, p, nblocks), c1);
+        __m512i lo[4], hi[4];  /* R 8: (row, token) lanes of the low and high groups of plane q */
+        __m256i lo4[4], hi4[4]; /* R 4 */
+        #pragma GCC unroll 4
+        for (size_t q = 0; q < np; q++) {
+            __m512i s[16];
+            #pragma GCC unroll 16
+            for (int i = 0; i < 2 * R; i++) s[i] = _mm512_setzero_si512();
+            #pragma GCC unroll 8
+            for (int t = 0; t < nt; t++) {
+                const int8_t *xp = x + (size_t)t * xstride + 256 * p;
+                #pragma GCC unroll 2
+                for (size_t k = q * spg; k < (q + 1) * spg; k++) {
+                    const __m512i xv = LD_REG(xp + 64 * k);
+                    s[t] = _mm512_dpbusd_epi32(s[t], c0[k], xv);
+                    s[R + t] = _mm512_dpbusd_epi32(s[R + t], c1[k], xv);
+                }
+            }
+            if (R == 4) {
+                const __m512i hv = grp_halves8(s);
+                lo4[q] = LANES2(hv, 0, 2);
+                hi4[q] = LANES2(hv, 1, 3);
+            } else {
+                const __m512i r0 = grp_halves8(s), r1 = grp_halves8(s + 8);
+                lo[q] = _mm512_shuffle_i32x4(r0, r1, _MM_SHUFFLE(2, 0, 2, 0));
+                hi[q] = _mm512_shuffle_i32x4(r0, r1, _MM_SHUFFLE(3, 1, 3, 1));
+            }
+        }
+        #pragma GCC unroll 8
+        for (size_t i = 0; i < 2 * np; i++) {
+            const size_t q = i % np, g = p * gpp + i;
+            if (g >= ng) break;
+            if (R == 4) sum4 = grp_step4(sum4, i < np ? lo4[q] : hi4[q], xg8 + 8 * g, d0[g], d1[g]);
+            else sum = grp_step(sum, i < np ? lo[q] : hi[q], xg8 + 8 * g, d0[g], d1[g]);
+        }
+    }
+    if (R == 4) {
+        float t4[8];
+        _mm256_storeu_ps(t4, sum4);
+        for (int t = 0; t < 4; t++) {
+            sums[t] = t4[t];
+            sums[8 + t] = t4[4 + t];
+        }
+    } else {
+        _mm512_storeu_ps(sums, sum);
+    }
+}
+
+void bn_t2_grpns_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t spg,
+                      size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums)
+{
+#define GRPNS(n)                                                                                               \
+    (spg == 1 ? grpns_2rows(w, rb, x, xstride, n, nblocks, 1, ng, d0, d1, xg8, sums)                           \
+              : grpns_2rows(w, rb, x, xstride, n, nblocks, 2, ng, d0, d1, xg8, sums))
+    switch (nt) {
+    case 1: GRPNS(1); break;
+    case 2: GRPNS(2); break;
+    case 3: GRPNS(3); break;
+    case 4: GRPNS(4); break;
+    case 5: GRPNS(5); break;
+    case 6: GRPNS(6); break;
+    case 7: GRPNS(7); break;
+    default: GRPNS(8); break;
+    }
+#undef GRPNS
+}
+
 void bn_t2_grpn_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t bpg,
                      size_t ng, const float *d0, const float *d1, const int32_t *xg8, float *sums)
 {

@@ -134,8 +134,9 @@ static void test_group_paths(void **state)
 }
 
 /* The group kernels of whole blocks (grp1, grpn: groups of 128 columns and
- * up) and of one token's groups of 32 and 64 columns (grp1s: 16 groups from
- * 2 or 4 pairs of blocks, an odd last block at 129, 2049 and 4097 columns):
+ * up) and of groups of 32 and 64 columns (grp1s: 16 groups from 2 or 4
+ * pairs of blocks; grpns: two groups a code plane or plane pair; an odd
+ * last block at 129, 2049 and 4097 columns):
  * one token's batches of 16 groups (AVX-512) or 8 (AVX2) with tails
  * of every length (a row of 4097 columns has 33 groups of 128 and 17 of
  * 256; 896 and 1919 columns leave 7 and 15 groups of 128), two rows a call

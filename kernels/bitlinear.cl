@@ -373,7 +373,8 @@ inline int4 bl_mma_emu(int4 a, int2 b, int4 c, __local int *scr, int lane, int s
     barrier(CLK_LOCAL_MEM_FENCE);
     return c + (int4)(r[0], r[1], r[2], r[3]);
 }
-#define BL_MSCRATCH __local int mscr_[32 * 6 * MMA_WM]
+/* the emulation's scratch for a work-group of nw warps, declared first in the kernel */
+#define BL_MSCRATCH(nw) __local int mscr_[32 * 6 * (nw)]
 #define BL_MMA(a, b, c) bl_mma_emu((a), (b), (c), mscr_ + 32 * 6 * get_local_id(1), get_local_id(0), MMA_SIGNED)
 #define BL_MMA_S8(a, b, c) bl_mma_emu((a), (b), (c), mscr_ + 32 * 6 * get_local_id(1), get_local_id(0), 1)
 /* cp.async as a plain copy: the barrier after the wait makes it visible */
@@ -409,7 +410,7 @@ inline int4 bl_mma_s8(int4 a, int2 b, int4 c)
                    "r"(c.w));
     return (int4)(d0, d1, d2, d3);
 }
-#define BL_MSCRATCH
+#define BL_MSCRATCH(nw)
 #define BL_MMA(a, b, c) bl_mma((a), (b), (c))
 #define BL_MMA_S8(a, b, c) bl_mma_s8((a), (b), (c))
 /* 16 bytes global -> local without registers (sm_80 cp.async, L2 only);
@@ -487,7 +488,7 @@ void bl_gemm_mma(__global const uint4 *w, __global const uchar *x, __global cons
                  const bn_size spp BL_RES_ARGS)
 {
     __local uint4 stg[MMA_LU]; /* the stages; at the end the sums */
-    BL_MSCRATCH;
+    BL_MSCRATCH(MMA_WM);
     const int lane = get_local_id(0), wm = get_local_id(1), lid = wm * 32 + lane;
     const int g = lane >> 2, t = lane & 3;
     const bn_size nsb = (nblocks + 1) / 2; /* super-blocks of a row (the last may be half) */
@@ -671,18 +672,13 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 #ifndef SK_N
 #define SK_N 1 /* 8-token tiles of a pass over the weights */
 #endif
-#ifdef MMA_EMULATE
-#define BL_SKSCRATCH __local int mscr_[32 * 6 * SK_W]
-#else
-#define BL_SKSCRATCH
-#endif
 __kernel __attribute__((reqd_work_group_size(32, SK_W, 1)))
 void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global const float *xs, __global const float *d,
                    const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
                    const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
                    const long perturb, __global const int *xsum BL_RES_ARGS)
 {
-    BL_SKSCRATCH;
+    BL_MSCRATCH(SK_W);
     __local int red[SK_W * SK_T * SK_N * 128];
     const int lane = get_local_id(0), wid = get_local_id(1), g = lane >> 2, t = lane & 3;
     const bn_size r0 = get_group_id(0) * 16 * SK_T;
@@ -781,18 +777,13 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
 #ifndef GM_NT
 #define GM_NT 2 /* 8-token tiles of a warp */
 #endif
-#ifdef MMA_EMULATE
-#define BL_GMSCRATCH __local int mscr_[32 * 6 * GM_WM]
-#else
-#define BL_GMSCRATCH
-#endif
 __kernel __attribute__((reqd_work_group_size(32, GM_WM, 1)))
 void bl_group_mma(__global const uint *w, __global const uchar *x, __global const float *xs, __global const float *d,
                   const uint group, __global const float *bias, const int has_bias, const int act, __global float *y,
                   const bn_size out, const bn_size tokens, const bn_size nblocks, const bn_size xstride,
                   const long perturb BL_RES_ARGS)
 {
-    BL_GMSCRATCH;
+    BL_MSCRATCH(GM_WM);
     const int lane = get_local_id(0), wid = get_local_id(1), g = lane >> 2, t = lane & 3;
     const bn_size r0 = (get_group_id(0) * GM_WM + (bn_size)wid) * 16 * GM_MT;
     const bn_size bpg = group / 128, ng = (nblocks + bpg - 1) / bpg, wrow = nblocks * 8; /* uints a row */

@@ -276,6 +276,24 @@ INLINE __m512i grp_halves8(const __m512i v[8])
     return grp_l3(grp_l2(grp_l1(v[0], v[1]), grp_l1(v[2], v[3])), grp_l2(grp_l1(v[4], v[5]), grp_l1(v[6], v[7])));
 }
 
+/* The code planes of pair p of rows w and w + rb for the one-token group
+ * kernels: c[r][0] and c[r][2] the codes of shifts 0 and 2 (one shift of
+ * the word), c[r][1] and c[r][3] those of shifts 1 and 3 in place (4 *
+ * code); each row's stream prefetched as in gemv_rows. */
+INLINE void grp_planes2(const uint8_t *w, size_t rb, size_t p, size_t nblocks, __m512i c[2][4], const uint8_t *pf_last)
+{
+    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
+    #pragma GCC unroll 2
+    for (int r = 0; r < 2; r++) {
+        const __m512i wb = load_pair(w + r * rb, p, nblocks), hi = _mm512_srli_epi16(wb, 4);
+        c[r][0] = _mm512_and_si512(wb, m3);
+        c[r][1] = _mm512_and_si512(wb, m12);
+        c[r][2] = _mm512_and_si512(hi, m3);
+        c[r][3] = _mm512_and_si512(hi, m12);
+        if (pf_last) pf_l2(w + r * rb + 64 * p + BL_PF_BYTES, pf_last);
+    }
+}
+
 /* One token, two rows (w and w + rb; rb 0 repeats the row): the sums of
  * (code - 1) * x of each group, ng of them, into o0 and o1 (xg: the sums of
  * x per group).  The activation loads feed both rows; each row's stream is
@@ -293,12 +311,10 @@ INLINE __m512i grp_halves8(const __m512i v[8])
 INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t h, size_t ng,
                       const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
 {
-    const size_t pfd = BL_PF_BYTES;
     const size_t npairs = (nblocks + 1) / 2, hp = h ? h : 1, gpu = h ? 1 : 2;
     const size_t nunits = (npairs + hp - 1) / hp, upb = 16 / gpu; /* units per 16 groups */
     /* lanes of grp_halves8 for one-block groups: the two halves of vectors 0..7 in order */
     const __m512i perm = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
-    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
     int32_t *const o[2] = {o0, o1};
     for (size_t u0 = 0; u0 < nunits; u0 += upb) {
         const size_t nu = nunits - u0 < upb ? nunits - u0 : upb;
@@ -311,15 +327,7 @@ INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
             const size_t p0 = (u0 + u) * hp, p1 = h <= 1 ? p0 + 1 : p0 + hp < npairs ? p0 + hp : npairs;
             for (size_t p = p0; p < p1; p++) {
                 __m512i c[2][4];
-                #pragma GCC unroll 2
-                for (int r = 0; r < 2; r++) {
-                    const __m512i wb = load_pair(w + r * rb, p, nblocks), hi = _mm512_srli_epi16(wb, 4);
-                    c[r][0] = _mm512_and_si512(wb, m3);
-                    c[r][1] = _mm512_and_si512(wb, m12);
-                    c[r][2] = _mm512_and_si512(hi, m3);
-                    c[r][3] = _mm512_and_si512(hi, m12);
-                    if (pf_last) pf_l2(w + r * rb + 64 * p + pfd, pf_last);
-                }
+                grp_planes2(w, rb, p, nblocks, c, pf_last);
                 const int8_t *xp = x + 256 * p;
                 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
@@ -376,10 +384,9 @@ void bn_t2_grp1_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblock
 INLINE void grp1s_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t spg, size_t ng,
                        const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
 {
-    const size_t pfd = BL_PF_BYTES;
     const size_t npairs = (nblocks + 1) / 2, vpp = 4 / spg, ppt = 8 / vpp, gpp = 8 / spg; /* a pair's vectors, groups */
     const __m512i perm64 = _mm512_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7, 8, 9, 12, 13, 10, 11, 14, 15);
-    const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12), z = _mm512_setzero_si512();
+    const __m512i z = _mm512_setzero_si512();
     int32_t *const o[2] = {o0, o1};
     for (size_t p0 = 0; p0 < npairs; p0 += ppt) {
         __m512i v[2][8];
@@ -392,15 +399,7 @@ INLINE void grp1s_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblo
                 continue;
             }
             __m512i c[2][4];
-            #pragma GCC unroll 2
-            for (int r = 0; r < 2; r++) {
-                const __m512i wb = load_pair(w + r * rb, p, nblocks), hi = _mm512_srli_epi16(wb, 4);
-                c[r][0] = _mm512_and_si512(wb, m3);
-                c[r][1] = _mm512_and_si512(wb, m12);
-                c[r][2] = _mm512_and_si512(hi, m3);
-                c[r][3] = _mm512_and_si512(hi, m12);
-                if (pf_last) pf_l2(w + r * rb + 64 * p + pfd, pf_last);
-            }
+            grp_planes2(w, rb, p, nblocks, c, pf_last);
             const int8_t *xp = x + 256 * p;
             __m512i xv[4];
             #pragma GCC unroll 4

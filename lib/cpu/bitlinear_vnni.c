@@ -460,6 +460,21 @@ INLINE __m256 grp_step4(__m256 sum, __m256i s, const int32_t *xg8, float d0, flo
 /* 128-bit lanes a and b of v as one 256-bit vector. */
 #define LANES2(v, a, b) _mm512_castsi512_si256(_mm512_shuffle_i32x4((v), (v), _MM_SHUFFLE(0, 0, (b), (a))))
 
+/* The chains of grpn into sums[8 r + t]: 16 lanes (R 8) or 8 (R 4, lanes r * 4 + t). */
+INLINE void grp_sums_out(__m512 sum, __m256 sum4, const int R, float *sums)
+{
+    if (R == 4) {
+        float t4[8];
+        _mm256_storeu_ps(t4, sum4);
+        for (int t = 0; t < 4; t++) {
+            sums[t] = t4[t];
+            sums[8 + t] = t4[4 + t];
+        }
+    } else {
+        _mm512_storeu_ps(sums, sum);
+    }
+}
+
 /* nt tokens (xstride apart, up to 8), two rows (w and w + rb; rb 0 repeats
  * the row): the float chains of the group-scale definition, ng groups,
  * sums[r * 8 + t] = sum over g in order of (float)(acc_g - xg) * d_r[g]
@@ -513,16 +528,7 @@ INLINE void grpn_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xstr
             sum = grp_step(sum, grp_l3(grp_halves8(s), grp_halves8(s + 8)), xg8 + 8 * u, d0[u], d1[u]);
         }
     }
-    if (R == 4) {
-        float t4[8];
-        _mm256_storeu_ps(t4, sum4);
-        for (int t = 0; t < 4; t++) {
-            sums[t] = t4[t];
-            sums[8 + t] = t4[4 + t];
-        }
-    } else {
-        _mm512_storeu_ps(sums, sum);
-    }
+    grp_sums_out(sum, sum4, R, sums);
 }
 
 /* grpn_2rows for groups of 32 (spg 1) or 64 (spg 2) columns: code plane k
@@ -577,16 +583,7 @@ INLINE void grpns_2rows(const uint8_t *w, size_t rb, const int8_t *x, size_t xst
             else sum = grp_step(sum, i < np ? lo[q] : hi[q], xg8 + 8 * g, d0[g], d1[g]);
         }
     }
-    if (R == 4) {
-        float t4[8];
-        _mm256_storeu_ps(t4, sum4);
-        for (int t = 0; t < 4; t++) {
-            sums[t] = t4[t];
-            sums[8 + t] = t4[4 + t];
-        }
-    } else {
-        _mm512_storeu_ps(sums, sum);
-    }
+    grp_sums_out(sum, sum4, R, sums);
 }
 
 void bn_t2_grpns_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t spg,

@@ -46,8 +46,10 @@
  * VM: one thread in cache, one token group 32 2.10-2.65 -> 1.34-1.52 ms,
  * group 64 1.64-2.03 -> 0.92-1.16, 8 tokens 14.2-14.7 -> 5.9-6.1 and
  * 11.9-12.1 -> 3.9-4.0; two threads, rotated, one token 1.61 -> 1.03 and
- * 1.29-1.33 -> 0.77, 64 tokens 74.4 -> 24.9 and 46.5 -> 17.3).  Elsewhere
- * they take sums per 32-column sub-block (the
+ * 1.29-1.33 -> 0.77, 64 tokens 74.4 -> 24.9 and 46.5 -> 17.3), and at one
+ * token on AVX2 and AVX-VNNI (the grp256.h grp1s: group 32 3.54-3.84 ->
+ * 2.07-2.26 ms, group 64 2.81-3.31 -> 1.45-1.47 at the avx2 level, one
+ * thread in cache).  Elsewhere they take sums per 32-column sub-block (the
  * kernels' dot_sub), integer sums per group, then the float chain of the
  * definition, which is sequential over the groups of a row: eight rows at a
  * time so that eight chains run side by side (4096 x 14336, 2 threads, one
@@ -212,11 +214,12 @@ static const bn_t2_kernels kern_scalar = {.name = "scalar", .quant_row = bn_quan
 static const bn_t2_kernels kern_avx2 = {.name = "avx2", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx2,
                                         .dot_sub = bn_t2_dot_sub_avx2, .gemv = bn_t2_gemv_avx2,
                                         .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2,
-                                        .grp1 = bn_t2_grp1_avx2, .grpn = bn_t2_grpn_avx2};
+                                        .grp1 = bn_t2_grp1_avx2, .grpn = bn_t2_grpn_avx2, .grp1s = bn_t2_grp1s_avx2};
 static const bn_t2_kernels kern_avxvnni = {.name = "avx-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avxvnni,
                                            .dot_sub = bn_t2_dot_sub_avx2, .gemv = bn_t2_gemv_avxvnni,
                                            .tokens_per_pass = 4, .chains8 = bn_group_chains8_avx2,
-                                           .grp1 = bn_t2_grp1_avxvnni, .grpn = bn_t2_grpn_avxvnni};
+                                           .grp1 = bn_t2_grp1_avxvnni, .grpn = bn_t2_grpn_avxvnni,
+                                           .grp1s = bn_t2_grp1s_avxvnni};
 static const bn_t2_kernels kern_avx512 = {.name = "avx512", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_avx512,
                                           .dot_sub = bn_t2_dot_sub_avx2, .tokens_per_pass = 8, .pair_layout = 1};
 static const bn_t2_kernels kern_vnni = {.name = "avx512-vnni", .quant_row = bn_quant_row_avx2, .dot = bn_t2_dot_vnni,
@@ -536,7 +539,7 @@ static inline __attribute__((always_inline)) void emit_group_rows(const bl_job *
 static int group_fast(const bl_job *j)
 {
     const uint32_t g = j->w->group;
-    if (j->k->grp1s && (g == 32 || g == 64)) return 1;
+    if (g == 32 || g == 64) return j->k->grp1s && (j->io->tokens == 1 || j->k->grpns);
     return j->k->grpn && g % BITNET_T2_BLOCK == 0 && (g == BITNET_T2_BLOCK || g / BITNET_T2_BLOCK % 2 == 0);
 }
 

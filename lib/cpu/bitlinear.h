@@ -104,8 +104,8 @@ typedef struct {
     /* (optional) group scales: the float chains of 8 rows (bitlinear.c) */
     void (*chains8)(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
     bn_t2_grp1_fn grp1;   /* (optional, with grpn) group scales of whole blocks */
-    bn_t2_grp1_fn grp1s;  /* (optional, with grpns) grp1 and grpn for groups of 32 and 64 columns, bpg: */
-    bn_t2_grpn_fn grpns;  /* 32-column planes a group (1, 2) */
+    bn_t2_grp1_fn grp1s;  /* (optional) grp1 and grpn for groups of 32 and 64 columns, bpg: */
+    bn_t2_grpn_fn grpns;  /* 32-column planes a group (1, 2); grpns optional with grp1s (one token only) */
     bn_t2_grpn_fn grpn;
 } bn_t2_kernels;
 
@@ -117,6 +117,10 @@ void bn_t2_dot_avx2(const uint8_t *w, const int8_t *x, size_t xstride, int nt, s
 void bn_t2_dot_sub_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc);
 void bn_t2_gemv_avx2(const uint8_t *w, const int8_t *x, size_t nblocks, int32_t *acc, const uint8_t *pf_last);
 void bn_group_chains8_avx2(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
+void bn_t2_grp1s_avx2(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t spg, size_t ng,
+                      const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
+void bn_t2_grp1s_avxvnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t spg, size_t ng,
+                         const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
 void bn_t2_grp1_avx2(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
                      const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
 void bn_t2_grpn_avx2(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride, int nt, size_t nblocks, size_t bpg,

@@ -197,5 +197,9 @@ INLINE __m256i grp_block32(__m256i wb, const int8_t *x)
 {
     return _mm256_madd_epi16(block16(wb, x, _mm256_set1_epi8(3)), _mm256_set1_epi16(1));
 }
+INLINE __m256i grp_plane32(__m256i c, const int8_t *x)
+{
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(c, _mm256_loadu_si256((const __m256i *)x)), _mm256_set1_epi16(1));
+}
 #define GRP_NAME(n) bn_t2_##n##_avx2
 #include "bitlinear_grp256.h"

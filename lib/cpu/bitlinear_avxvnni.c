@@ -142,6 +142,7 @@ INLINE __m256i grp_block32(__m256i wb, const int8_t *x)
     b = DPBUSD(b, _mm256_and_si256(hi, m12), LD(x + 96));
     return _mm256_add_epi32(a, _mm256_srai_epi32(b, 2));
 }
+INLINE __m256i grp_plane32(__m256i c, const int8_t *x) { return DPBUSD(_mm256_setzero_si256(), c, LD(x)); }
 #ifdef BN_AVXVNNI_EVEX
 #define GRP_NAME(n) bn_t2_##n##_avxvnni_evex
 #else

@@ -3,7 +3,8 @@
  * (grp1, grpn: see bitlinear.h and rows_group_fast in bitlinear.c), shared
  * by bitlinear_avx2.c and bitlinear_avxvnni.c.  The including file defines
  * grp_block32(wb, x), the int32 partial sums (8 lanes) of one block of codes
- * wb against one token's 128 activations x, and GRP_NAME(n), the exported
+ * wb against one token's 128 activations x, grp_plane32(c, x), those of 32
+ * codes c (0..2 a byte) against 32 activations, and GRP_NAME(n), the exported
  * name of kernel n.  As in bitlinear_vnni.c: one vector of partial sums per
  * group, token and row, and the lanes of eight such vectors added in one
  * transposing tree (red8), in place of sums per 32-column sub-block.
@@ -119,6 +120,62 @@ void GRP_NAME(grpn)(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride
         default: grpn_row(wr, x, xstride, 4, nblocks, bpg, ng, d, xgp, sr); break;
         }
     }
+}
+
+/* One token, two rows as grp1_rows, groups of 32 (spg 1) or 64 (spg 2)
+ * columns: code plane k of block b is group 4b + k (spg 1) or half of
+ * group 2b + k / 2 (spg 2); eight groups a tree. */
+INLINE void grp1s_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t spg, size_t ng,
+                       const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
+{
+    int32_t *const o[2] = {o0, o1};
+    const size_t gpb = 4 / spg, bpt = 8 / gpb; /* groups a block, blocks a tree */
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (size_t b0 = 0; b0 < nblocks; b0 += bpt) {
+        const size_t g0 = b0 * gpb, n = ng - g0 < 8 ? ng - g0 : 8;
+        __m256i v[2][8];
+        #pragma GCC unroll 4
+        for (size_t i = 0; i < bpt; i++) {
+            const size_t b = b0 + i;
+            if (b >= nblocks) { /* lanes past ng are never stored */
+                #pragma GCC unroll 4
+                for (size_t q = 0; q < gpb; q++) v[0][gpb * i + q] = v[1][gpb * i + q] = _mm256_setzero_si256();
+                continue;
+            }
+            #pragma GCC unroll 2
+            for (int r = 0; r < 2; r++) {
+                const uint8_t *wr = w + (size_t)r * rb + 32 * b;
+                if (pf_last) pf_l2(wr + BL_PF_BYTES, pf_last);
+                const __m256i wb = _mm256_loadu_si256((const __m256i *)wr);
+                __m256i p[4];
+                #pragma GCC unroll 4
+                for (int k = 0; k < 4; k++)
+                    p[k] = grp_plane32(_mm256_and_si256(_mm256_srli_epi16(wb, 2 * k), m3), x + 128 * b + 32 * k);
+                if (spg == 1) {
+                    #pragma GCC unroll 4
+                    for (int k = 0; k < 4; k++) v[r][4 * i + (size_t)k] = p[k];
+                } else {
+                    v[r][2 * i] = _mm256_add_epi32(p[0], p[1]);
+                    v[r][2 * i + 1] = _mm256_add_epi32(p[2], p[3]);
+                }
+            }
+        }
+        const __m256i m = lanes_below(n);
+        const __m256i xs = n == 8 ? _mm256_loadu_si256((const __m256i *)(xg + g0)) : _mm256_maskload_epi32(xg + g0, m);
+        #pragma GCC unroll 2
+        for (int r = 0; r < 2; r++) {
+            const __m256i res = _mm256_sub_epi32(red8(v[r]), xs);
+            if (n == 8) _mm256_storeu_si256((__m256i *)(o[r] + g0), res);
+            else _mm256_maskstore_epi32(o[r] + g0, m, res);
+        }
+    }
+}
+
+void GRP_NAME(grp1s)(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t spg, size_t ng,
+                      const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
+{
+    if (spg == 1) grp1s_rows(w, rb, x, nblocks, 1, ng, xg, o0, o1, pf_last);
+    else grp1s_rows(w, rb, x, nblocks, 2, ng, xg, o0, o1, pf_last);
 }
 
 void GRP_NAME(grp1)(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,

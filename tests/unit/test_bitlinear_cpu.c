@@ -616,6 +616,56 @@ static int vnni256_check(const vnni256_set *k)
 }
 #endif
 
+void bn_t2_grp1s_avxvnni_evex(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t spg, size_t ng,
+                              const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
+/* A grp1s kernel (groups of 32 or 64 columns, one token, two rows) on
+ * random rows of 1 to 33 blocks at odd addresses against sums taken here
+ * column by column: column 32k + j of block b is byte j of the block at
+ * shift k. */
+static int check_grp1s(const char *name, bn_t2_grp1_fn fn)
+{
+    static const size_t blocks[] = {1, 2, 3, 5, 17, 33};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
+        for (size_t spg = 1; spg <= 2; spg++) {
+            const size_t nb = blocks[i], cols = 128 * nb, ng = cols / (32 * spg);
+            uint8_t *wbuf = malloc(64 * nb + 1);
+            int8_t *xbuf = malloc(cols + 1);
+            int32_t *xg = malloc(ng * sizeof(int32_t)), *o0 = malloc(ng * sizeof(int32_t)), *o1 = malloc(ng * sizeof(int32_t));
+            assert_true(wbuf && xbuf && xg && o0 && o1);
+            uint8_t *w = wbuf + 1;
+            int8_t *x = xbuf + 1;
+            for (size_t j = 0; j < 64 * nb; j++) {
+                uint8_t v = 0;
+                for (int c = 0; c < 4; c++) v |= (uint8_t)((rnd() % 3) << (2 * c));
+                w[j] = v;
+            }
+            for (size_t j = 0; j < cols; j++) x[j] = (int8_t)(rnd() & 0xff);
+            for (size_t g = 0; g < ng; g++) {
+                int32_t sx = 0;
+                for (size_t c = 32 * spg * g; c < 32 * spg * (g + 1); c++) sx += x[c];
+                xg[g] = sx;
+            }
+            fn(w, 32 * nb, x, nb, spg, ng, xg, o0, o1, w + 64 * nb - 1);
+            for (int r = 0; r < 2; r++)
+                for (size_t g = 0; g < ng; g++) {
+                    int32_t want = 0;
+                    for (size_t c = 32 * spg * g; c < 32 * spg * (g + 1); c++) {
+                        const int code = (w[(size_t)r * 32 * nb + 32 * (c / 128) + c % 32] >> (2 * ((c % 128) / 32))) & 3;
+                        want += (code - 1) * x[c];
+                    }
+                    const int32_t got = r ? o1[g] : o0[g];
+                    if (got != want) {
+                        print_message("# %s grp1s: %zu blocks, %zu planes a group, row %d, group %zu: %d, want %d\n", name,
+                                      nb, spg, r, g, got, want);
+                        bad++;
+                    }
+                }
+            free(wbuf); free(xbuf); free(xg); free(o0); free(o1);
+        }
+    return bad;
+}
+
 static void test_avxvnni_kernels(void **state)
 {
     (void)state;
@@ -626,6 +676,7 @@ static void test_avxvnni_kernels(void **state)
                                   bn_t2_grp1_avxvnni_evex, bn_t2_grpn_avxvnni_evex};
         bad += vnni256_check(&evex);
         bad += vnni256_check_groups(&evex);
+        bad += check_grp1s("avx-vnni (EVEX twin)", bn_t2_grp1s_avxvnni_evex);
         ran++;
     }
     if (tu_has_avxvnni() && __builtin_cpu_supports("avx2")) {
@@ -633,11 +684,13 @@ static void test_avxvnni_kernels(void **state)
                                  bn_t2_grpn_avxvnni};
         bad += vnni256_check(&vex);
         bad += vnni256_check_groups(&vex);
+        bad += check_grp1s("avx-vnni", bn_t2_grp1s_avxvnni);
         ran++;
     }
     if (__builtin_cpu_supports("avx2")) { /* the AVX2 set's group kernels, the same checks */
         const vnni256_set avx2 = {"avx2", bn_t2_dot_avx2, bn_t2_gemv_avx2, bn_t2_grp1_avx2, bn_t2_grpn_avx2};
         bad += vnni256_check_groups(&avx2);
+        bad += check_grp1s("avx2", bn_t2_grp1s_avx2);
     }
     assert_int_equal(bad, 0);
     if (!ran) skip();

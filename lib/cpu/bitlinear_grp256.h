@@ -43,12 +43,27 @@ INLINE __m256i lanes_below(size_t n)
 }
 
 
+/* Two rows' eight group vectors (n of them real) summed by red8, less the
+ * activations' group sums xg, into o0 and o1; masked only at the end
+ * (vpmaskmovd is slow on AMD's cores). */
+INLINE void grp_store8(__m256i v[2][8], size_t n, const int32_t *xg, int32_t *o0, int32_t *o1)
+{
+    int32_t *const o[2] = {o0, o1};
+    const __m256i m = lanes_below(n);
+    const __m256i xs = n == 8 ? _mm256_loadu_si256((const __m256i *)xg) : _mm256_maskload_epi32(xg, m);
+    #pragma GCC unroll 2
+    for (int r = 0; r < 2; r++) {
+        const __m256i res = _mm256_sub_epi32(red8(v[r]), xs);
+        if (n == 8) _mm256_storeu_si256((__m256i *)o[r], res);
+        else _mm256_maskstore_epi32(o[r], m, res);
+    }
+}
+
 /* One token, rows w and w + rb (rb 0 repeats the row): the sums of
  * (code - 1) * x of each group into o0 and o1, eight groups a batch. */
 INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t bpg, size_t ng,
                       const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
 {
-    int32_t *const o[2] = {o0, o1};
     for (size_t g0 = 0; g0 < ng; g0 += 8) {
         const size_t n = ng - g0 < 8 ? ng - g0 : 8;
         __m256i v[2][8];
@@ -72,15 +87,7 @@ INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
             for (size_t u = 1; u < 8; u++)
                 if (u >= n) v[0][u] = v[1][u] = _mm256_setzero_si256();
         }
-        /* masked only at the end: vpmaskmovd is slow on AMD's cores */
-        const __m256i m = lanes_below(n);
-        const __m256i xs = n == 8 ? _mm256_loadu_si256((const __m256i *)(xg + g0)) : _mm256_maskload_epi32(xg + g0, m);
-        #pragma GCC unroll 2
-        for (int r = 0; r < 2; r++) {
-            const __m256i res = _mm256_sub_epi32(red8(v[r]), xs);
-            if (n == 8) _mm256_storeu_si256((__m256i *)(o[r] + g0), res);
-            else _mm256_maskstore_epi32(o[r] + g0, m, res);
-        }
+        grp_store8(v, n, xg + g0, o0 + g0, o1 + g0);
     }
 }
 
@@ -128,7 +135,6 @@ void GRP_NAME(grpn)(const uint8_t *w, size_t rb, const int8_t *x, size_t xstride
 INLINE void grp1s_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t spg, size_t ng,
                        const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
 {
-    int32_t *const o[2] = {o0, o1};
     const size_t gpb = 4 / spg, bpt = 8 / gpb; /* groups a block, blocks a tree */
     const __m256i m3 = _mm256_set1_epi8(3);
     for (size_t b0 = 0; b0 < nblocks; b0 += bpt) {
@@ -160,14 +166,7 @@ INLINE void grp1s_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblo
                 }
             }
         }
-        const __m256i m = lanes_below(n);
-        const __m256i xs = n == 8 ? _mm256_loadu_si256((const __m256i *)(xg + g0)) : _mm256_maskload_epi32(xg + g0, m);
-        #pragma GCC unroll 2
-        for (int r = 0; r < 2; r++) {
-            const __m256i res = _mm256_sub_epi32(red8(v[r]), xs);
-            if (n == 8) _mm256_storeu_si256((__m256i *)(o[r] + g0), res);
-            else _mm256_maskstore_epi32(o[r] + g0, m, res);
-        }
+        grp_store8(v, n, xg + g0, o0 + g0, o1 + g0);
     }
 }
 

@@ -482,6 +482,16 @@ typedef struct {
  * plain_sum less the activations' sums; grpn's float chains of up to 4
  * tokens against the same chain computed here, step by step in the
  * definition's order. */
+/* n bytes of random T2 code words (each code 0..2). */
+static void rnd_codes(uint8_t *w, size_t n)
+{
+    for (size_t j = 0; j < n; j++) {
+        uint8_t v = 0;
+        for (int c = 0; c < 4; c++) v |= (uint8_t)((rnd() % 3) << (2 * c));
+        w[j] = v;
+    }
+}
+
 static int vnni256_check_groups(const vnni256_set *k)
 {
     static const size_t blocks[] = {1, 3, 17, 64};
@@ -498,11 +508,7 @@ static int vnni256_check_groups(const vnni256_set *k)
             assert_true(wbuf && xbuf && xg && xgp && o0 && o1 && d);
             uint8_t *w = wbuf + 1;
             int8_t *x = xbuf + 1;
-            for (size_t j = 0; j < 64 * nb; j++) {
-                uint8_t v = 0;
-                for (int c = 0; c < 4; c++) v |= (uint8_t)((rnd() % 3) << (2 * c));
-                w[j] = v;
-            }
+            rnd_codes(w, 64 * nb);
             for (size_t j = 0; j < 4 * xstride; j++) x[j] = (int8_t)(rnd() & 0xff);
             for (size_t j = 0; j < 2 * ng; j++) d[j] = 0.01f + (rndf() + 1.0f);
             for (int t = 0; t < 4; t++)
@@ -635,11 +641,7 @@ static int check_grp1s(const char *name, bn_t2_grp1_fn fn)
             assert_true(wbuf && xbuf && xg && o0 && o1);
             uint8_t *w = wbuf + 1;
             int8_t *x = xbuf + 1;
-            for (size_t j = 0; j < 64 * nb; j++) {
-                uint8_t v = 0;
-                for (int c = 0; c < 4; c++) v |= (uint8_t)((rnd() % 3) << (2 * c));
-                w[j] = v;
-            }
+            rnd_codes(w, 64 * nb);
             for (size_t j = 0; j < cols; j++) x[j] = (int8_t)(rnd() & 0xff);
             for (size_t g = 0; g < ng; g++) {
                 int32_t sx = 0;

@@ -620,7 +620,6 @@ static int vnni256_check(const vnni256_set *k)
     }
     return bad;
 }
-#endif
 
 void bn_t2_grp1s_avxvnni_evex(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t spg, size_t ng,
                               const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last);
@@ -667,6 +666,7 @@ static int check_grp1s(const char *name, bn_t2_grp1_fn fn)
         }
     return bad;
 }
+#endif
 
 static void test_avxvnni_kernels(void **state)
 {

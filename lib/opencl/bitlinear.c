@@ -11,7 +11,7 @@
  * addresses (operand.c); with a host output the call waits for it, and the
  * per-token NaN flags come down in the same read.
  *
- * Kernel choice: group scales -> bl_group, on NVIDIA from 8 tokens with
+ * Kernel choice: group scales -> bl_group, on NVIDIA from 4 tokens with
  * groups of whole blocks bl_group_mma (tensor cores); NVIDIA from 2 tokens
  * -> the tensor cores (bl_mma_skinny up to 8 tokens, bl_gemm_mma beyond), one token (or
  * the tensor cores off) -> an NV variant (dp4a); both unless

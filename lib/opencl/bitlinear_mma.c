@@ -186,11 +186,33 @@
 
 /* Group scales of whole blocks (bl_group_mma) from GM_MIN_TOKENS tokens;
  * below, bl_group.  GM_DEF_*: bl_group_mma's tunables (gm_opts), the
- * kernel's defaults. */
-#define GM_MIN_TOKENS 8
+ * kernel's defaults.  H200, 2026-12-05, one device call, kernel ms of
+ * group:256 (bitnet-bench --op bitlinear --keep-weights), bl_group /
+ * bl_group_mma with GM_NT 1 (two runs) / with GM_NT 2 (two runs):
+ *   4096x14336    2: 0.053-0.054 / 0.070-0.071 / 0.127   4: 0.083-0.085 / 0.070-0.072 / 0.137-0.138
+ *                 8: 0.172 / 0.074-0.076 / 0.149  16: 0.342-0.345 / 0.074-0.075 / 0.160
+ *                64: 1.322 / 0.131 / 0.280
+ *   16384x16384   2: 0.184 / 0.082-0.083 / 0.151   4: 0.322 / 0.090-0.091 / 0.173
+ *                 8: 0.662-0.664 / 0.092-0.093 / 0.179-0.181  16: 1.304-1.308 / 0.097-0.099 / 0.193
+ *                64: 5.18 / 0.328 / 0.405
+ * (group:128 within a few percent of group:256).  One run each of other
+ * settings at 16 / 64 tokens, 4096x14336 and 16384x16384: GM_MT 2 GM_NT 2
+ * 0.108 / 0.186 and 0.123 / 0.254 ms; GM_MT 1 GM_NT 4 0.103 / 0.199 and
+ * 0.126 / 0.282; GM_MT 2 GM_NT 4 0.234 / 0.431 and 0.276 / 0.596; GM_WM 8
+ * 0.255 / 0.449 and 0.312 / 0.636.  One 8-token tile a warp won everywhere
+ * but 16384x16384 at 64 tokens (GM_MT 2 GM_NT 2: 0.254 against 0.328).
+ * Row scales in the same call: 4096x14336 0.0206 (8 tokens) and 0.0436 ms
+ * (64), 16384x16384 0.034 and 0.104: the group kernel takes 3 to 4 times
+ * as long at 8 tokens and 3 times at 64 -- the signed decode and the float
+ * step after each group, no staging of the activations, no k split.
+ * Not understood yet: with GM_NT 2 a second process that loaded the
+ * program from the program cache crashed (SIGSEGV before its first result,
+ * in both calls that tried; BITNET_CACHE=0 ran), while with GM_NT 1 the
+ * cached program loaded and ran. */
+#define GM_MIN_TOKENS 4
 #define GM_DEF_WM 4
 #define GM_DEF_MT 1
-#define GM_DEF_NT 2
+#define GM_DEF_NT 1
 
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens)
 {

@@ -778,11 +778,11 @@ static void test_opencl_mma_emulated(void **state)
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_TENSOR, "10", NULL) == 0.0f);
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_ROW, NULL, "1") == 0.0f);      /* BITNET_OCL_PORTABLE */
     assert_true(mma_hook_diff(be, 9, BITNET_SCALE_GROUP, NULL, NULL) == 0.0f);   /* groups of 64: bl_group */
-    /* groups of whole blocks: bl_group_mma from 8 tokens, 7 in each of a row's 3 groups */
+    /* groups of whole blocks: bl_group_mma from 4 tokens, 7 in each of a row's 3 groups */
     assert_true(mma_hook_diff_g(be, 9, BITNET_SCALE_GROUP, 128, NULL, NULL) == 21.0f);
-    assert_true(mma_hook_diff_g(be, 8, BITNET_SCALE_GROUP, 256, NULL, NULL) == 14.0f);
-    assert_true(mma_hook_diff_g(be, 7, BITNET_SCALE_GROUP, 128, NULL, NULL) == 0.0f);
-    assert_true(mma_hook_diff_g(be, 3, BITNET_SCALE_GROUP, 128, "3", NULL) == 21.0f);
+    assert_true(mma_hook_diff_g(be, 4, BITNET_SCALE_GROUP, 256, NULL, NULL) == 14.0f);
+    assert_true(mma_hook_diff_g(be, 3, BITNET_SCALE_GROUP, 128, NULL, NULL) == 0.0f);
+    assert_true(mma_hook_diff_g(be, 2, BITNET_SCALE_GROUP, 128, "2", NULL) == 21.0f);
     assert_true(mma_hook_diff_g(be, 9, BITNET_SCALE_GROUP, 128, NULL, "1") == 0.0f);
 
     /* tunables out of range: refused with a detail, nothing run */

@@ -385,31 +385,24 @@ inline void bl_cp16(__local uint4 *dst, __global const uchar *src, int live)
 #define BL_CP_COMMIT()
 #define BL_CP_WAIT()
 #else
-inline int4 bl_mma(int4 a, int2 b, int4 c)
-{
-    int d0, d1, d2, d3;
+/* mma.sync m16n8k32 with A of type atype ("u8" codes 0..2, "s8" -1..1). */
+#define BL_MMA_DEF(name, atype)                                                                                \
+    inline int4 name(int4 a, int2 b, int4 c)                                                                   \
+    {                                                                                                          \
+        int d0, d1, d2, d3;                                                                                    \
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.s32." atype ".s8.s32 "                                 \
+                     "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"                      \
+                     : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)                                                  \
+                     : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y), "r"(c.x), "r"(c.y),          \
+                       "r"(c.z), "r"(c.w));                                                                    \
+        return (int4)(d0, d1, d2, d3);                                                                         \
+    }
 #if MMA_SIGNED
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
+BL_MMA_DEF(bl_mma, "s8")
 #else
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 "
+BL_MMA_DEF(bl_mma, "u8")
 #endif
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
-                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
-                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y), "r"(c.x), "r"(c.y), "r"(c.z),
-                   "r"(c.w));
-    return (int4)(d0, d1, d2, d3);
-}
-/* The same with signed A (codes decoded to -1..1, bl_dec_s8). */
-inline int4 bl_mma_s8(int4 a, int2 b, int4 c)
-{
-    int d0, d1, d2, d3;
-    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 "
-                 "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
-                 : "=r"(d0), "=r"(d1), "=r"(d2), "=r"(d3)
-                 : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y), "r"(c.x), "r"(c.y), "r"(c.z),
-                   "r"(c.w));
-    return (int4)(d0, d1, d2, d3);
-}
+BL_MMA_DEF(bl_mma_s8, "s8") /* signed A whatever MMA_SIGNED says (bl_group_mma, bl_dec_s8) */
 #define BL_MSCRATCH(nw)
 #define BL_MMA(a, b, c) bl_mma((a), (b), (c))
 #define BL_MMA_S8(a, b, c) bl_mma_s8((a), (b), (c))

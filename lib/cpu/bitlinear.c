@@ -533,9 +533,10 @@ static inline __attribute__((always_inline)) void emit_group_rows(const bl_job *
 }
 
 /* Group scales on the grp1 / grpn kernels (groups of one block or of an
- * even number of blocks).  One token: eight rows' group sums (two rows a
- * call), then emit_group_rows.  More tokens: two rows and tokens_per_pass
- * tokens a call, the float chains inside the kernel. */
+ * even number of blocks) or on grp1s / grpns (groups of 32 and 64 columns).
+ * One token: eight rows' group sums (two rows a call), then
+ * emit_group_rows.  More tokens: two rows and tokens_per_pass tokens a
+ * call, the float chains inside the kernel. */
 static int group_fast(const bl_job *j)
 {
     const uint32_t g = j->w->group;
@@ -550,16 +551,19 @@ static void rows_group_fast(bl_job *j, uint64_t begin, uint64_t end, int32_t *su
     const uint64_t T = io->tokens, out = w->out;
     const size_t ng = (size_t)((w->in + w->group - 1) / w->group), bpg = w->group / BITNET_T2_BLOCK;
     const uint64_t tpp = (uint64_t)j->k->tokens_per_pass;
-    const int small = w->group < BITNET_T2_BLOCK; /* 32 or 64 columns: grp1s, grpns */
+    /* 32 or 64 columns: grp1s and grpns, whose size argument counts 32-column planes */
+    const int small = w->group < BITNET_T2_BLOCK;
+    const bn_t2_grp1_fn grp1 = small ? j->k->grp1s : j->k->grp1;
+    const bn_t2_grpn_fn grpn = small ? j->k->grpns : j->k->grpn;
+    const size_t unit = small ? w->group / 32 : bpg;
     if (T == 1) {
         const uint8_t *last = w->t2 + end * j->rb - 1;
         for (uint64_t o = begin; o < end; o += BL_GROUP_ROWS) {
             const uint64_t nr = end - o < BL_GROUP_ROWS ? end - o : BL_GROUP_ROWS;
             /* an odd last row is computed twice, into the next slot (nr < 8 there) */
             for (uint64_t r = 0; r < nr; r += 2)
-                (small ? j->k->grp1s : j->k->grp1)(w->t2 + (o + r) * j->rb, r + 1 < nr ? j->rb : 0, j->xq, j->nblocks,
-                                                   small ? w->group / 32 : bpg, ng, j->xgrp, sub + r * ng,
-                                                   sub + (r + 1) * ng, last);
+                grp1(w->t2 + (o + r) * j->rb, r + 1 < nr ? j->rb : 0, j->xq, j->nblocks, unit, ng, j->xgrp, sub + r * ng,
+                     sub + (r + 1) * ng, last);
             emit_group_rows(j, sub, ng, o, nr, 0);
         }
         return;
@@ -572,9 +576,8 @@ static void rows_group_fast(bl_job *j, uint64_t begin, uint64_t end, int32_t *su
         for (uint64_t t0 = 0; t0 < T; t0 += tpp) {
             const int nt = T - t0 < tpp ? (int)(T - t0) : (int)tpp;
             float sums[16];
-            (small ? j->k->grpns : j->k->grpn)(w->t2 + o * j->rb, two ? j->rb : 0, j->xq + t0 * j->xstride, j->xstride,
-                                               nt, j->nblocks, small ? w->group / 32 : bpg, ng, d0, d1,
-                                               j->xgp + (size_t)(t0 / tpp) * ng * tpp, sums);
+            grpn(w->t2 + o * j->rb, two ? j->rb : 0, j->xq + t0 * j->xstride, j->xstride, nt, j->nblocks, unit, ng, d0,
+                 d1, j->xgp + (size_t)(t0 / tpp) * ng * tpp, sums);
             for (int r = 0; r < 1 + two; r++)
                 for (int i = 0; i < nt; i++) {
                     const uint64_t t = t0 + (uint64_t)i;

@@ -104,9 +104,12 @@ typedef struct {
     /* (optional) group scales: the float chains of 8 rows (bitlinear.c) */
     void (*chains8)(const int32_t *acc, size_t astride, const float *d, uint64_t ng, float *y);
     bn_t2_grp1_fn grp1;   /* (optional, with grpn) group scales of whole blocks */
-    bn_t2_grp1_fn grp1s;  /* (optional) grp1 and grpn for groups of 32 and 64 columns, bpg: */
-    bn_t2_grpn_fn grpns;  /* 32-column planes a group (1, 2); grpns optional with grp1s (one token only) */
     bn_t2_grpn_fn grpn;
+    /* (optional) grp1 and grpn for groups of 32 and 64 columns, their bpg
+     * argument the 32-column planes of a group (1, 2); without grpns only
+     * one token takes grp1s */
+    bn_t2_grp1_fn grp1s;
+    bn_t2_grpn_fn grpns;
 } bn_t2_kernels;
 
 void bn_t2_dot_scalar(const uint8_t *w, const int8_t *x, size_t xstride, int nt, size_t nblocks, int32_t *acc);

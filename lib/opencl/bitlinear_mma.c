@@ -298,6 +298,15 @@ static bitnet_status mma_build_opts(char *opts, size_t size, int emulate, const 
     return BITNET_OK;
 }
 
+/* Refuses tunables whose local memory (bytes) the device lacks. */
+static bitnet_status mma_local_fits(const bn_ocl_caps *caps, uint64_t lbytes)
+{
+    if (caps->local_mem && lbytes > caps->local_mem)
+        return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
+                       (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
+    return BITNET_OK;
+}
+
 /* k parts: none where the work-groups of one part already give every
  * compute unit one, else enough for MMA_FILL per compute unit; each part at
  * least MMA_MIN_CHUNKS chunks, the parts' sums at most MMA_PART_BYTES.
@@ -345,9 +354,7 @@ static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const
     /* red[] of the warps' tiles, and the emulation's scratch */
     const uint64_t lbytes =
         (uint64_t)nw * (uint64_t)mt * (uint64_t)nt * 512 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)nw : 0);
-    if (caps->local_mem && lbytes > caps->local_mem)
-        return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
-                       (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
+    if ((st = mma_local_fits(caps, lbytes))) return st;
     const uint64_t rows = 16 * (uint64_t)mt, groups = (w->out + rows - 1) / rows;
     if (groups > SIZE_MAX / 32) return bn_fail(BITNET_E_LIMIT, "bitlinear: too many rows for one launch");
     cl_kernel k;
@@ -391,9 +398,7 @@ static bitnet_status mma_group(bn_ocl *o, const bitnet_ternary_matrix *w, const 
                        "at most %zu; GM_MT %ld: 1..8; GM_NT %ld: 1..8)",
                        g.wm, caps->max_wg, g.mt, g.nt);
     const uint64_t lbytes = emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)g.wm : 0;
-    if (caps->local_mem && lbytes > caps->local_mem)
-        return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
-                       (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
+    if ((st = mma_local_fits(caps, lbytes))) return st;
     const uint64_t rows = 16 * (uint64_t)g.mt * (uint64_t)g.wm, groups = (w->out + rows - 1) / rows;
     const uint64_t ntok = 8 * (uint64_t)g.nt;
     uint64_t tp = (io->tokens + ntok - 1) / ntok; /* token passes along dimension 1; the kernel loops past the grid */
@@ -447,9 +452,7 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
     if (io->tokens <= MMA_SKINNY_MAX || (io->tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN))
         return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride, eopts, emulate);
     const uint64_t lbytes = mma_local_bytes(&gm, emulate);
-    if (caps->local_mem && lbytes > caps->local_mem)
-        return bn_fail(BITNET_E_INVALID, "bitlinear: mma tunables need %llu bytes of local memory, the device has %llu",
-                       (unsigned long long)lbytes, (unsigned long long)caps->local_mem);
+    if ((st = mma_local_fits(caps, lbytes))) return st;
 
     /* the grid: token passes (0) x k parts (1) x row tiles (2); the kernel
      * loops past MMA_MAX_GRID of either */

@@ -279,55 +279,77 @@ INLINE __m512i grp_halves8(const __m512i v[8])
 /* The code planes of pair p of rows w and w + rb for the one-token group
  * kernels: c[r][0] and c[r][2] the codes of shifts 0 and 2 (one shift of
  * the word), c[r][1] and c[r][3] those of shifts 1 and 3 in place (4 *
- * code); each row's stream prefetched as in gemv_rows. */
-INLINE void grp_planes2(const uint8_t *w, size_t rb, size_t p, size_t nblocks, __m512i c[2][4], const uint8_t *pf_last)
+ * code); each row's stream prefetched as in gemv_rows.  full: the pair
+ * holds no odd last block and the prefetch stays before pf_last, so neither
+ * is checked. */
+INLINE void grp_planes2(const uint8_t *w, size_t rb, size_t p, size_t nblocks, __m512i c[2][4], const uint8_t *pf_last,
+                        const int full)
 {
     const __m512i m3 = _mm512_set1_epi8(3), m12 = _mm512_set1_epi8(12);
     #pragma GCC unroll 2
     for (int r = 0; r < 2; r++) {
-        const __m512i wb = load_pair(w + r * rb, p, nblocks), hi = _mm512_srli_epi16(wb, 4);
+        const uint8_t *q = w + r * rb;
+        const __m512i wb = full ? LD(q + 64 * p) : load_pair(q, p, nblocks), hi = _mm512_srli_epi16(wb, 4);
         c[r][0] = _mm512_and_si512(wb, m3);
         c[r][1] = _mm512_and_si512(wb, m12);
         c[r][2] = _mm512_and_si512(hi, m3);
         c[r][3] = _mm512_and_si512(hi, m12);
-        if (pf_last) pf_l2(w + r * rb + 64 * p + BL_PF_BYTES, pf_last);
+        if (full && pf_last) _mm_prefetch((const char *)(q + 64 * p + BL_PF_BYTES), _MM_HINT_T1);
+        else if (pf_last) pf_l2(q + 64 * p + BL_PF_BYTES, pf_last);
     }
 }
 
 /* One token, two rows (w and w + rb; rb 0 repeats the row): the sums of
  * (code - 1) * x of each group, ng of them, into o0 and o1 (xg: the sums of
  * x per group).  The activation loads feed both rows; each row's stream is
- * prefetched as in gemv_rows.  h: pairs a group (0: half a pair).
- * Tried and not kept (Zen 4 VM, 4096 x 14336 in cache, one thread, three
- * alternating rounds): 16 rows at once with the rows in the lanes (one tree
- * per group, the 16 rows' float chains side by side, their scales gathered,
- * the next 16 rows prefetched), 0.66-0.68 ms at group 256 against
- * 0.59-0.60, 0.77-0.82 against 0.65-0.71 at 128, the same at 512; the code
- * planes taken apart by GF2P8AFFINEQB (one accumulator, no shift), 0.68-0.92
- * ms against 0.61-0.69 at group 256; running sums never reset (a group's sum
- * the difference of two) with the tree taken four vectors at a time, so that
+ * prefetched as in gemv_rows.
+ *
+ * Groups of one block or one pair (128, 256 columns: grp1_small).  A pair's
+ * codes of shifts 0 and 2 go to accumulator a, those of shifts 1 and 3 (in
+ * place, 4 * code) to b.  Their lanes are small (|a| <= 8 columns * 2 * 128
+ * = 2048, |b| <= 8192), so the first two levels of the tree run in 16-bit
+ * lanes: vpackssdw puts the lanes of two vectors side by side and vpmaddwd
+ * adds neighbours, by 4 for a, by 1 for b through vpdpwssd, which also adds
+ * 4 * a to b; the sums then are 4 times the group's, at most 32512 and at
+ * least -32768, so the second pack does not saturate either.  Two operations
+ * a level where grp_l1 and grp_l2 take three, and no separate shift back per
+ * pair: the 128-bit lanes go through grp_l3, and 16 groups' sums are shifted
+ * back at once (exact, multiples of 4).  Four pairs at a time keep the
+ * partial trees in registers; pairs away from the row's end are read
+ * without checks (full).  Against the kernel before (grp1_rows for these
+ * groups: a + b / 4 per pair, the 16 vectors through grp_halves8), on a Zen
+ * 4 VM, 4096 x 14336 in cache, one thread, four alternating rounds: group
+ * 256 0.60-0.64 -> 0.54-0.55 ms, group 128 0.69-0.80 -> 0.58-0.66 (tensor
+ * scale 0.34-0.38 in the same runs).
+ *
+ * Tried and not kept before that (same VM and shape, three alternating
+ * rounds): 16 rows at once with the rows in the lanes (one tree per group,
+ * the 16 rows' float chains side by side, their scales gathered, the next
+ * 16 rows prefetched), 0.66-0.68 ms at group 256 against 0.59-0.60,
+ * 0.77-0.82 against 0.65-0.71 at 128, the same at 512; the code planes taken
+ * apart by GF2P8AFFINEQB (one accumulator, no shift), 0.68-0.92 ms against
+ * 0.61-0.69 at group 256; running sums never reset (a group's sum the
+ * difference of two) with the tree taken four vectors at a time, so that
  * nothing is spilled: within the noise at 256 and 128; at 512 0.51-0.52
- * against 0.56-0.59 in three rounds, within the noise in three more. */
+ * against 0.56-0.59 in three rounds, within the noise in three more.
+ *
+ * Groups of 2h pairs (h >= 2, 512 columns and more: grp1_rows), where the
+ * lanes may outgrow 16 bits: a + b / 4 per group in 32-bit lanes, 16 groups'
+ * vectors through grp_halves8 twice. */
 INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const size_t h, size_t ng,
                       const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
 {
-    const size_t npairs = (nblocks + 1) / 2, hp = h ? h : 1, gpu = h ? 1 : 2;
-    const size_t nunits = (npairs + hp - 1) / hp, upb = 16 / gpu; /* units per 16 groups */
-    /* lanes of grp_halves8 for one-block groups: the two halves of vectors 0..7 in order */
-    const __m512i perm = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+    const size_t npairs = (nblocks + 1) / 2, nunits = (npairs + h - 1) / h;
     int32_t *const o[2] = {o0, o1};
-    for (size_t u0 = 0; u0 < nunits; u0 += upb) {
-        const size_t nu = nunits - u0 < upb ? nunits - u0 : upb;
+    for (size_t u0 = 0; u0 < nunits; u0 += 16) {
+        const size_t nu = nunits - u0 < 16 ? nunits - u0 : 16;
         __m512i v[2][16];
         for (size_t u = 0; u < nu; u++) {
-            /* a: codes of shifts 0 and 2 (one shift of the word), b: of shifts
-             * 1 and 3 in place, 4 * code (exact: a group's lanes stay far
-             * below 2^31, see bitlinear.h's BN_BITLINEAR_MAX_IN) */
             __m512i a[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()}, b[2] = {a[0], a[0]};
-            const size_t p0 = (u0 + u) * hp, p1 = h <= 1 ? p0 + 1 : p0 + hp < npairs ? p0 + hp : npairs;
+            const size_t p0 = (u0 + u) * h, p1 = p0 + h < npairs ? p0 + h : npairs;
             for (size_t p = p0; p < p1; p++) {
                 __m512i c[2][4];
-                grp_planes2(w, rb, p, nblocks, c, pf_last);
+                grp_planes2(w, rb, p, nblocks, c, pf_last, 0);
                 const int8_t *xp = x + 256 * p;
                 #pragma GCC unroll 4
                 for (int k = 0; k < 4; k++) {
@@ -341,24 +363,93 @@ INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
                     }
                 }
             }
+            /* exact: a group's lanes stay far below 2^31 (bitlinear.h's BN_BITLINEAR_MAX_IN) */
             v[0][u] = _mm512_add_epi32(a[0], _mm512_srai_epi32(b[0], 2));
             v[1][u] = _mm512_add_epi32(a[1], _mm512_srai_epi32(b[1], 2));
         }
         /* the row's last groups: lanes past ng are never stored, zeros only keep
          * them defined (gcc made a plain loop of it two slow rep stos) */
-        if (nu < upb) {
+        if (nu < 16) {
             #pragma GCC unroll 16
             for (size_t u = 1; u < 16; u++)
                 if (u >= nu) v[0][u] = v[1][u] = _mm512_setzero_si512();
         }
-        const size_t g0 = u0 * gpu, left = ng - g0;
+        const size_t left = ng - u0;
+        const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+        const __m512i xs = _mm512_maskz_loadu_epi32(m, xg + u0);
+        #pragma GCC unroll 2
+        for (int r = 0; r < 2; r++)
+            _mm512_mask_storeu_epi32(o[r] + u0, m,
+                                     _mm512_sub_epi32(grp_l3(grp_halves8(v[r]), grp_halves8(v[r] + 8)), xs));
+    }
+}
+
+/* grp1_small's pairs p0 .. p0 + 3 of both rows, two tree levels down. */
+INLINE void grp1_quad(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t p0, size_t npairs,
+                      const uint8_t *pf_last, const int full, __m512i q[2])
+{
+    const __m512i z = _mm512_setzero_si512(), four = _mm512_set1_epi16(4), one = _mm512_set1_epi16(1);
+    __m512i a[2][4], b[2][4];
+    #pragma GCC unroll 4
+    for (int i = 0; i < 4; i++) {
+        const size_t p = p0 + (size_t)i;
+        if (!full && p >= npairs) { /* lanes past the row's groups are never stored */
+            a[0][i] = a[1][i] = b[0][i] = b[1][i] = z;
+            continue;
+        }
+        __m512i c[2][4];
+        grp_planes2(w, rb, p, nblocks, c, pf_last, full);
+        const int8_t *xp = x + 256 * p;
+        #pragma GCC unroll 2
+        for (int r = 0; r < 2; r++) a[r][i] = b[r][i] = z;
+        #pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const __m512i xv = LD_REG(xp + 64 * k);
+            #pragma GCC unroll 2
+            for (int r = 0; r < 2; r++) {
+                if (k % 2 == 0) a[r][i] = _mm512_dpbusd_epi32(a[r][i], c[r][k], xv);
+                else b[r][i] = _mm512_dpbusd_epi32(b[r][i], c[r][k], xv);
+            }
+        }
+    }
+    #pragma GCC unroll 2
+    for (int r = 0; r < 2; r++) {
+        __m512i l1[2];
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; h++)
+            l1[h] = _mm512_dpwssd_epi32(_mm512_madd_epi16(_mm512_packs_epi32(a[r][2 * h], a[r][2 * h + 1]), four),
+                                        _mm512_packs_epi32(b[r][2 * h], b[r][2 * h + 1]), one);
+        q[r] = _mm512_madd_epi16(_mm512_packs_epi32(l1[0], l1[1]), one);
+    }
+}
+
+/* gpu: groups a pair (2: groups of one block, 1: of one pair). */
+INLINE void grp1_small(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const int gpu, size_t ng,
+                       const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
+{
+    const size_t npairs = (nblocks + 1) / 2, upb = (size_t)(16 / gpu); /* pairs per 16 groups */
+    /* lanes of grp_l3 for one-block groups: the two halves of pairs 0..7 in order */
+    const __m512i perm = _mm512_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7, 8, 12, 9, 13, 10, 14, 11, 15);
+    int32_t *const o[2] = {o0, o1};
+    for (size_t p0 = 0; p0 < npairs; p0 += upb) {
+        /* the farthest prefetch of these pairs is below w + rb + 64 (p0 + upb) + BL_PF_BYTES */
+        const int full = p0 + upb <= nblocks / 2 && (!pf_last || w + rb + 64 * (p0 + upb) + BL_PF_BYTES <= pf_last);
+        __m512i q[4][2];
+        #pragma GCC unroll 4
+        for (int i = 0; i < 16 / gpu / 4; i++) {
+            const size_t p = p0 + (size_t)(4 * i);
+            if (full) grp1_quad(w, rb, x, nblocks, p, npairs, pf_last, 1, q[i]);
+            else if (p < npairs) grp1_quad(w, rb, x, nblocks, p, npairs, pf_last, 0, q[i]);
+            else q[i][0] = q[i][1] = _mm512_setzero_si512();
+        }
+        const size_t g0 = p0 * (size_t)gpu, left = ng - g0;
         const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
         const __m512i xs = _mm512_maskz_loadu_epi32(m, xg + g0);
         #pragma GCC unroll 2
         for (int r = 0; r < 2; r++) {
-            const __m512i s = gpu == 2 ? _mm512_permutexvar_epi32(perm, grp_halves8(v[r]))
-                                       : grp_l3(grp_halves8(v[r]), grp_halves8(v[r] + 8));
-            _mm512_mask_storeu_epi32(o[r] + g0, m, _mm512_sub_epi32(s, xs));
+            const __m512i s4 = gpu == 2 ? _mm512_permutexvar_epi32(perm, grp_l3(q[0][r], q[1][r]))
+                                        : grp_l3(grp_l3(q[0][r], q[1][r]), grp_l3(q[2][r], q[3][r]));
+            _mm512_mask_storeu_epi32(o[r] + g0, m, _mm512_sub_epi32(_mm512_srai_epi32(s4, 2), xs));
         }
     }
 }
@@ -366,8 +457,8 @@ INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
 void bn_t2_grp1_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t bpg, size_t ng,
                      const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
 {
-    if (bpg == 1) grp1_rows(w, rb, x, nblocks, 0, ng, xg, o0, o1, pf_last);
-    else if (bpg == 2) grp1_rows(w, rb, x, nblocks, 1, ng, xg, o0, o1, pf_last);
+    if (bpg == 1) grp1_small(w, rb, x, nblocks, 2, ng, xg, o0, o1, pf_last);
+    else if (bpg == 2) grp1_small(w, rb, x, nblocks, 1, ng, xg, o0, o1, pf_last);
     else grp1_rows(w, rb, x, nblocks, bpg / 2, ng, xg, o0, o1, pf_last);
 }
 
@@ -399,7 +490,7 @@ INLINE void grp1s_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nblo
                 continue;
             }
             __m512i c[2][4];
-            grp_planes2(w, rb, p, nblocks, c, pf_last);
+            grp_planes2(w, rb, p, nblocks, c, pf_last, 0);
             const int8_t *xp = x + 256 * p;
             __m512i xv[4];
             #pragma GCC unroll 4

@@ -167,42 +167,57 @@ static void test_group_kernels(void **state)
 }
 
 /* The largest magnitudes the group kernels sum: every code 2 (or 0) against
- * activations of -128, over one group of 16384 columns (the shifted-code
- * accumulators at their widest), against integers computed here. */
+ * activations of -128 (or 127), 16384 columns in groups of 128 (the 16-bit
+ * tree levels of the AVX-512 kernels at their limits: -32768 and 32512),
+ * 256, 512, 2048 and one group of all (the shifted-code accumulators at
+ * their widest); one token, four (the half-width chains) and nine; against
+ * integers computed here. */
 static void test_group_extremes(void **state)
 {
     (void)state;
     bitnet_backend *be[NCFG];
     open_all(be);
     const uint64_t in = 16384, out = 3;
+    static const uint32_t groups[] = {128, 256, 512, 2048, 16384};
+    static const int xvals[] = {-128, 127};
+    static const uint64_t toks[] = {1, 4, 9};
     int bad = 0;
-    for (int qv = -1; qv <= 1; qv += 2)
-        for (uint64_t tokens = 1; tokens <= 9; tokens += 8) {
-            int8_t *q = malloc(in * out), *xq = malloc(tokens * in);
-            uint8_t *t2 = malloc(tu_t2_row_bytes(in) * out);
-            float d[3] = {1.0f, 0.5f, 2.0f}, *xs = malloc(tokens * sizeof(float)), *y = malloc(tokens * out * sizeof(float));
-            assert_true(q && xq && t2 && xs && y);
-            memset(q, qv, in * out);
-            memset(xq, -128, tokens * in);
-            for (uint64_t t = 0; t < tokens; t++) xs[t] = 1.0f;
-            tu_t2_pack(q, out, in, t2);
-            bitnet_ternary_matrix w = {t2, out, in, BITNET_SCALE_GROUP, (uint32_t)in, d};
-            bitnet_bitlinear_io io = {.tokens = tokens, .xq = xq, .xs = xs, .y = y};
-            for (size_t c = 0; c < NCFG; c++) {
-                assert_int_equal(bitnet_bitlinear(be[c], &w, &io), BITNET_OK);
-                for (uint64_t t = 0; t < tokens; t++)
-                    for (uint64_t o = 0; o < out; o++) {
-                        const float want = (float)(qv * -128 * (int64_t)in) * d[o]; /* 2^21 * d: exact */
-                        if (y[t * out + o] != want) {
-                            print_message("# %s x%d: q %d tokens %llu y[%llu][%llu] = %.9g, want %.9g\n", configs[c].simd,
-                                          configs[c].threads, qv, (unsigned long long)tokens, (unsigned long long)t,
-                                          (unsigned long long)o, (double)y[t * out + o], (double)want);
-                            bad++;
-                        }
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+        for (size_t xi = 0; xi < 2; xi++)
+            for (int qv = -1; qv <= 1; qv += 2)
+                for (size_t ti = 0; ti < sizeof toks / sizeof toks[0]; ti++) {
+                    const uint64_t tokens = toks[ti], ng = in / groups[gi];
+                    int8_t *q = malloc(in * out), *xq = malloc(tokens * in);
+                    uint8_t *t2 = malloc(tu_t2_row_bytes(in) * out);
+                    float *d = malloc(out * ng * sizeof(float)), *xs = malloc(tokens * sizeof(float)),
+                          *y = malloc(tokens * out * sizeof(float));
+                    assert_true(q && xq && t2 && d && xs && y);
+                    static const float drow[3] = {1.0f, 0.5f, 2.0f};
+                    for (uint64_t o = 0; o < out; o++)
+                        for (uint64_t g = 0; g < ng; g++) d[o * ng + g] = drow[o];
+                    memset(q, qv, in * out);
+                    memset(xq, xvals[xi], tokens * in);
+                    for (uint64_t t = 0; t < tokens; t++) xs[t] = 1.0f;
+                    tu_t2_pack(q, out, in, t2);
+                    bitnet_ternary_matrix w = {t2, out, in, BITNET_SCALE_GROUP, groups[gi], d};
+                    bitnet_bitlinear_io io = {.tokens = tokens, .xq = xq, .xs = xs, .y = y};
+                    for (size_t c = 0; c < NCFG; c++) {
+                        assert_int_equal(bitnet_bitlinear(be[c], &w, &io), BITNET_OK);
+                        for (uint64_t t = 0; t < tokens; t++)
+                            for (uint64_t o = 0; o < out; o++) {
+                                /* every term and partial sum an integer times d below 2^22: exact */
+                                const float want = (float)(qv * xvals[xi] * (int64_t)in) * drow[o];
+                                if (y[t * out + o] != want) {
+                                    print_message("# %s x%d: group %u x %d q %d tokens %llu y[%llu][%llu] = %.9g, want %.9g\n",
+                                                  configs[c].simd, configs[c].threads, groups[gi], xvals[xi], qv,
+                                                  (unsigned long long)tokens, (unsigned long long)t,
+                                                  (unsigned long long)o, (double)y[t * out + o], (double)want);
+                                    bad++;
+                                }
+                            }
                     }
-            }
-            free(q); free(xq); free(t2); free(xs); free(y);
-        }
+                    free(q); free(xq); free(t2); free(d); free(xs); free(y);
+                }
     close_all(be);
     assert_int_equal(bad, 0);
 }

@@ -5,7 +5,9 @@
  * grp_block32(wb, x), the int32 partial sums (8 lanes) of one block of codes
  * wb against one token's 128 activations x, grp_plane32(c, x), those of 32
  * codes c (0..2 a byte) against 32 activations, and GRP_NAME(n), the exported
- * name of kernel n.  As in bitlinear_vnni.c: one vector of partial sums per
+ * name of kernel n; optionally GRP_PAIR32(w, x), grp_block32 of the two
+ * blocks at w summed, which the one-token kernel then takes for groups of
+ * two blocks.  As in bitlinear_vnni.c: one vector of partial sums per
  * group, token and row, and the lanes of eight such vectors added in one
  * transposing tree (red8), in place of sums per 32-column sub-block.
  */
@@ -70,6 +72,17 @@ INLINE void grp1_rows(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
         for (size_t u = 0; u < n; u++) {
             const size_t b0 = (g0 + u) * bpg, b1 = bpg == 1 ? b0 + 1 : b0 + bpg < nblocks ? b0 + bpg : nblocks;
             __m256i a0 = _mm256_setzero_si256(), a1 = a0;
+#ifdef GRP_PAIR32
+            if (bpg == 2 && b1 == b0 + 2) { /* a whole group of two blocks */
+                if (pf_last) {
+                    pf_l2(w + 32 * b0 + BL_PF_BYTES, pf_last);
+                    pf_l2(w + rb + 32 * b0 + BL_PF_BYTES, pf_last);
+                }
+                v[0][u] = GRP_PAIR32(w + 32 * b0, x + 128 * b0);
+                v[1][u] = GRP_PAIR32(w + rb + 32 * b0, x + 128 * b0);
+                continue;
+            }
+#endif
             for (size_t b = b0; b < b1; b++) {
                 if (pf_last) {
                     pf_l2(w + 32 * b + BL_PF_BYTES, pf_last);

@@ -266,6 +266,7 @@ typedef struct bl_job {
     int32_t *xsub;     /* sum of x per 32-column sub-block: tokens * nsub */
     int32_t *xtot;     /* sum of x per token */
     int32_t *xgrp;     /* group scales: sum of x per group, tokens * ngroups */
+    int32_t *xgt;      /* group scales on tiles: [group][16 ntt], 0 past the tokens (or NULL) */
     int32_t *xgp;      /* the same for the grpn kernels, tpp = tokens_per_pass: [t / tpp][group][t % tpp] (or NULL) */
     float *y;          /* tokens x out (io->y or scratch) */
     int failed;        /* set by a worker: the input or the output is not finite */
@@ -667,22 +668,38 @@ static void tiles_pack(void *arg, uint64_t begin, uint64_t end)
 static void rows_tiles(bl_job *j, uint64_t begin, uint64_t end, int32_t *acc)
 {
     const size_t ld = (size_t)j->ntt * 16;
-    j->tiles(j->w->t2 + begin * j->rb, j->rb, end - begin, j->xpack, j->ntt, j->nsteps, acc, ld);
-    emit_rows(j, begin, end - begin, acc, ld);
+    const bitnet_ternary_matrix *w = j->w;
+    if (w->kind != BITNET_SCALE_GROUP) {
+        j->tiles(w->t2 + begin * j->rb, j->rb, end - begin, j->xpack, j->ntt, j->nsteps, acc, ld, NULL);
+        emit_rows(j, begin, end - begin, acc, ld);
+        return;
+    }
+    /* group scales: the float chains come from the tile function; the slot
+     * of partial sums holds them (scratch without a declared type) */
+    const bitnet_bitlinear_io *io = j->io;
+    const size_t ng = (size_t)((w->in + w->group - 1) / w->group);
+    float *fs = (float *)(void *)acc;
+    const bn_t2_tiles_grp grp = {.bpg = w->group / BITNET_T2_BLOCK, .ng = ng, .d = w->d + begin * ng, .xg = j->xgt,
+                                 .ldx = ld, .sums = fs};
+    j->tiles(w->t2 + begin * j->rb, j->rb, end - begin, j->xpack, j->ntt, j->nsteps, acc, ld, &grp);
+    for (uint64_t t = 0; t < io->tokens; t++) /* token by token, as emit_rows */
+        for (uint64_t i = 0; i < end - begin; i++)
+            j->y[t * w->out + begin + i] = bn_bl_epilogue(fs[i * ld + t] / j->xs[t], io, w->out, t, begin + i);
 }
 
 /* The tile function for this call, or NULL. */
-static bn_t2_tiles_fn pick_tiles(const bn_cpu *cpu, uint64_t tokens, int group)
+static bn_t2_tiles_fn pick_tiles(const bn_cpu *cpu, uint64_t tokens, const bitnet_ternary_matrix *w)
 {
 #if defined(__x86_64__)
-    if (group || tokens < BL_TILES_MIN_TOKENS) return NULL;
+    /* group scales: groups of whole blocks (128 columns and more) */
+    if (tokens < BL_TILES_MIN_TOKENS || (w->kind == BITNET_SCALE_GROUP && w->group % BITNET_T2_BLOCK != 0)) return NULL;
     if (cpu->simd == BN_SIMD_AMX) return bn_t2_tiles_amx;
     const char *emu = getenv("BITNET_AMX_EMULATE");
     if (emu && strcmp(emu, "1") == 0 && cpu->simd >= BN_SIMD_AVX2) return bn_t2_tiles_emu;
 #else
     (void)cpu;
     (void)tokens;
-    (void)group;
+    (void)w;
 #endif
     return NULL;
 }
@@ -765,7 +782,7 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     size_t xbytes, ybytes;
     if (bn_mul_size(j.xstride, (size_t)T, &xbytes) || bn_mul_size((size_t)T * out, sizeof(float), &ybytes))
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
-    j.tiles = pick_tiles(cpu, T, group);
+    j.tiles = pick_tiles(cpu, T, w);
     j.ntt = (T + 15) / 16;
     j.nsteps = j.nblocks * 2;
     uint64_t piece = BL_PIECE, wbytes = out * j.rb;
@@ -796,11 +813,14 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     size_t xgpbytes = 0; /* ng * tpp per pass of tpp tokens, for the grpn kernels */
     if (group && group_fast(&j) && bn_mul_size(((size_t)T + tpp - 1) / tpp * tpp * sizeof(int32_t), ng, &xgpbytes))
         return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
-    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, XGP, Y, XPACK, ACC, XNORM, NPARTS };
+    size_t xgtbytes = 0; /* group scales on tiles: ng x 16 ntt */
+    if (group && j.tiles && bn_mul_size((size_t)j.ntt * 16 * sizeof(int32_t), ng, &xgtbytes))
+        return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
+    enum { XQ, XNAT, XS, XSUB, XTOT, XGRP, XGP, XGT, Y, XPACK, ACC, XNORM, NPARTS };
     const size_t bytes[NPARTS] = {
         [XQ] = xbytes, [XNAT] = j.k->pair_layout ? xbytes : 0, [XS] = (size_t)T * sizeof(float),
         [XSUB] = (size_t)T * j.nsub * sizeof(int32_t), [XTOT] = (size_t)T * sizeof(int32_t),
-        [XGRP] = (size_t)T * ng * sizeof(int32_t), [XGP] = xgpbytes, [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes, [XNORM] = nbytes};
+        [XGRP] = (size_t)T * ng * sizeof(int32_t), [XGP] = xgpbytes, [XGT] = xgtbytes, [Y] = io->y ? 0 : ybytes, [XPACK] = pbytes, [ACC] = accbytes, [XNORM] = nbytes};
     size_t at[NPARTS], total = 0;
     for (int i = 0; i < NPARTS; i++)
         if (carve(&total, bytes[i], &at[i])) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: scratch size");
@@ -814,6 +834,7 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     j.xtot = (int32_t *)(scr + at[XTOT]);
     j.xgrp = group ? (int32_t *)(scr + at[XGRP]) : NULL;
     j.xgp = xgpbytes ? (int32_t *)(scr + at[XGP]) : NULL;
+    j.xgt = xgtbytes ? (int32_t *)(scr + at[XGT]) : NULL;
     if (j.xgp && T % tpp) /* the lanes of the tokens past T in the last pass */
         memset(j.xgp + (size_t)T / tpp * ng * tpp, 0, ng * tpp * sizeof(int32_t));
     j.y = io->y ? io->y : (float *)(scr + at[Y]);
@@ -824,6 +845,9 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
     if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }
     if (j.tiles) bn_parallel_for(cpu->pool, j.nsteps, 4, tiles_pack, &j);
+    if (j.xgt) /* [group][token], zeros for the tokens past T */
+        for (size_t g = 0; g < ng; g++)
+            for (uint64_t t = 0; t < j.ntt * 16; t++) j.xgt[g * j.ntt * 16 + t] = t < T ? j.xgrp[t * ng + g] : 0;
     bn_parallel_for(cpu->pool, j.npieces, 1, rows_dynamic, &j);
     if (io->yq) {
         bn_parallel_for(cpu->pool, T, 1, requant_tokens, &j);

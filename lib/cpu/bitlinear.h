@@ -157,13 +157,20 @@ void bn_t2_grpn_vnni(const uint8_t *w, size_t rb, const int8_t *x, size_t xstrid
  * by the caller as ntt x nsteps tiles of 1 KiB (byte 64 r + 4 n + i of tile
  * (q, s) = x[16 q + n][64 s + 4 r + i]).  _amx on the hardware, _emu in
  * plain C (both need AVX2 for the weight decode). */
+typedef struct {
+    size_t bpg, ng;      /* blocks a group (group / 128), groups a row */
+    const float *d;      /* the scales of row 0 of the call; row r's at d + r * ng */
+    const int32_t *xg;   /* xg[g * ldx + t]: the sum of token t's activations over group g (0 past the tokens) */
+    size_t ldx;          /* 16 ntt at least */
+    float *sums;         /* the float chains, laid out as acc */
+} bn_t2_tiles_grp;
 typedef void (*bn_t2_tiles_fn)(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt,
-                               size_t nsteps, int32_t *acc, size_t ldacc);
+                               size_t nsteps, int32_t *acc, size_t ldacc, const bn_t2_tiles_grp *grp);
 #if defined(__x86_64__)
 void bn_t2_tiles_amx(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
-                     int32_t *acc, size_t ldacc);
+                     int32_t *acc, size_t ldacc, const bn_t2_tiles_grp *grp);
 void bn_t2_tiles_emu(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
-                     int32_t *acc, size_t ldacc);
+                     int32_t *acc, size_t ldacc, const bn_t2_tiles_grp *grp);
 #endif
 
 #endif

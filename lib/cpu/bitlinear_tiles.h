@@ -27,6 +27,10 @@
 
 #include "bitlinear.h"
 
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 /* Each row tile reads 16 rows of codes side by side, 16 streams rb bytes
  * apart; the line TILES_PF bytes ahead in each is prefetched once per 64
  * bytes of the row (every fourth step).  On an H100 machine's 16-core Xeon
@@ -130,13 +134,43 @@ static inline void tiles_decode(const uint8_t *t2, size_t rb, uint64_t nr, size_
         }                                                                                                    \
     } while (0)
 
+/* The float step of group g for the nq token tiles of a pass, from the C
+ * tiles (stored to c), then the C tiles zeroed: s[q][16 r + n] = s + (float)(
+ * c - xg[g][t]) * d[r][g], the definition's order and roundings (no FMA). */
+#define TILES_GROUP_STEP(g)                                                                                  \
+    do {                                                                                                     \
+        TILE_STORE(0, c[0], 64);                                                                             \
+        TILE_STORE(1, c[1], 64);                                                                             \
+        TILE_STORE(2, c[2], 64);                                                                             \
+        TILE_STORE(3, c[3], 64);                                                                             \
+        for (uint64_t q = 0; q < nq; q++) {                                                                  \
+            const int32_t *xg = grp->xg + (g) * grp->ldx + (t0 + q) * 16;                                    \
+            for (uint64_t r = 0; r < rows; r++) {                                                            \
+                const float dg = grp->d[(r0 + r) * grp->ng + (g)];                                           \
+                float *sq = s[q] + 16 * r;                                                                   \
+                const int32_t *cq = c[q] + 16 * r;                                                           \
+                for (int n = 0; n < 16; n++) {                                                               \
+                    const float p = (float)(int32_t)((uint32_t)cq[n] - (uint32_t)xg[n]) * dg;                \
+                    sq[n] = sq[n] + p;                                                                       \
+                }                                                                                            \
+            }                                                                                                \
+        }                                                                                                    \
+        TILE_ZERO(0);                                                                                        \
+        TILE_ZERO(1);                                                                                        \
+        TILE_ZERO(2);                                                                                        \
+        TILE_ZERO(3);                                                                                        \
+    } while (0)
+
 /* acc[r * ldacc + t] = sum over columns of code * x for rows [0, nr) of t2
- * and tokens [0, 16 ntt) (packed in xpack: ntt x nsteps tiles of 1 KiB). */
+ * and tokens [0, 16 ntt) (packed in xpack: ntt x nsteps tiles of 1 KiB).
+ * With grp (group scales of whole blocks), grp->sums[r * ldacc + t] = the
+ * float chain of row r and token t over its groups instead (acc unused). */
 void TILES_FN(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
-              int32_t *acc, size_t ldacc)
+              int32_t *acc, size_t ldacc, const bn_t2_tiles_grp *grp)
 {
     _Alignas(64) uint8_t a[2][2][16 * 64]; /* [block parity][step of the block] */
     _Alignas(64) int32_t c[4][16 * 16];
+    _Alignas(64) float s[4][16 * 16]; /* group scales: the chains of a row tile's pass */
     const size_t nblk = (nsteps + 1) / 2;  /* blocks of 128 columns; the last may have one step */
     TILE_CONFIG();
     /* TILES_RB row tiles take each pass of (up to) four token tiles in turn,
@@ -157,6 +191,7 @@ void TILES_FN(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, ui
                 TILE_ZERO(1);
                 TILE_ZERO(2);
                 TILE_ZERO(3);
+                if (grp) memset(s, 0, sizeof s);
                 /* block b + 1 is decoded while the tile unit works on block b */
                 tiles_decode(w, rb, rows, 0, a[0][0], a[0][1]);
                 for (size_t b = 0; b < nblk; b++) {
@@ -169,6 +204,13 @@ void TILES_FN(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, ui
                     TILES_STEP(a[cur][0], 2 * b);
                     if (b + 1 < nblk) tiles_decode(w, rb, rows, b + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
                     if (2 * b + 1 < nsteps) TILES_STEP(a[cur][1], 2 * b + 1);
+                    if (grp && ((b + 1) % grp->bpg == 0 || b + 1 == nblk)) TILES_GROUP_STEP(b / grp->bpg);
+                }
+                if (grp) {
+                    for (uint64_t q = 0; q < nq; q++)
+                        for (uint64_t r = 0; r < rows; r++)
+                            memcpy(grp->sums + (r0 + r) * ldacc + (t0 + q) * 16, s[q] + 16 * r, 16 * sizeof(float));
+                    continue;
                 }
                 TILE_STORE(0, c[0], 64);
                 TILE_STORE(1, c[1], 64);

@@ -244,7 +244,7 @@ static int tiles_case(bn_t2_tiles_fn fn, const char *name, uint64_t in, uint64_t
             pack[((t / 16) * nsteps + s) * 1024 + 64 * r + 4 * (t % 16) + i] = x[t * in + c];
         }
     memset(acc, 0x5a, nr * ld * sizeof(int32_t));
-    fn(t2, rb, nr, pack, ntt, nsteps, acc, ld);
+    fn(t2, rb, nr, pack, ntt, nsteps, acc, ld, NULL);
     int bad = 0;
     for (uint64_t o = 0; o < nr && !bad; o++)
         for (uint64_t t = 0; t < ntt * 16 && !bad; t++) {
@@ -304,8 +304,12 @@ static void test_tiles_public(void **state)
     for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++) {
         bad += check_case(be, 255, 17, toks[t], BITNET_SCALE_TENSOR, 0, 0, 0, 0);
         bad += check_case(be, 1100, 300, toks[t], BITNET_SCALE_ROW, 0, 1, 3, (int)(t % 2));
-        bad += check_case(be, 4097, 33, toks[t], BITNET_SCALE_GROUP, 128, 0, 0, 0); /* group: not tiled */
+        bad += check_case(be, 4097, 33, toks[t], BITNET_SCALE_GROUP, 128, 0, 0, 0); /* one-block groups */
+        bad += check_case(be, 1100, 19, toks[t], BITNET_SCALE_GROUP, 256, 0, 2, (int)(t % 2)); /* a partial last group */
+        bad += check_case(be, 4097, 17, toks[t], BITNET_SCALE_GROUP, 1024, 3, 0, 0);
+        bad += check_case(be, 300, 5, toks[t], BITNET_SCALE_GROUP, 64, 0, 0, 0); /* under a block: not tiled */
     }
+    bad += check_case(be, 2049, 40, 70, BITNET_SCALE_GROUP, 256, 0, 0, 1); /* five token tiles: two passes */
     close_all(be);
     unsetenv("BITNET_AMX_EMULATE");
     assert_int_equal(bad, 0);

@@ -639,11 +639,20 @@ static void rows_group(bl_job *j, uint64_t begin, uint64_t end, int32_t *sub)
     }
 }
 
-/* ---- many tokens on INT8 tiles (AMX, or its plain-C emulation) --------------- */
+/* ---- many tokens on INT8 tiles (AMX, its plain-C emulation, or VNNI) -------- */
 
 /* Tiles from this many tokens up: 8 tokens fill half of a 16-token tile,
  * which AMX still does several times faster than VNNI. */
 #define BL_TILES_MIN_TOKENS 8
+/* Group scales on AVX-512 VNNI without AMX take the same tile code with the
+ * tile product done by vpdpbusd (bitlinear_tiles_vnni.c) from this many
+ * tokens: the tokens in the lanes, a group's sums need no horizontal adds.
+ * On the Zen 4 VM, 4096 x 14336, group 256, in cache, one thread, two
+ * alternating rounds against grpn, ms: 16 tokens 5.71-5.79 / 6.11-6.29,
+ * 32 tokens 10.90-10.98 / 12.15-12.30, 64 tokens 21.50-21.57 / 25.13-25.56,
+ * 128 tokens 42.9-43.2 / 53.2-54.3 (tensor scale on dot_nt 4.8-4.9, 9.7,
+ * 19.1-19.2, 38.4-38.9); 8 tokens (half a tile) 6.6-6.7 / 3.1-3.3. */
+#define BL_TILES_VNNI_MIN_TOKENS 16
 
 /* Packs steps [begin, end) of 64 columns of every token tile (see
  * bn_t2_tiles_fn) from natural-layout rows; tokens past T are zero. */
@@ -696,6 +705,8 @@ static bn_t2_tiles_fn pick_tiles(const bn_cpu *cpu, uint64_t tokens, const bitne
     if (cpu->simd == BN_SIMD_AMX) return bn_t2_tiles_amx;
     const char *emu = getenv("BITNET_AMX_EMULATE");
     if (emu && strcmp(emu, "1") == 0 && cpu->simd >= BN_SIMD_AVX2) return bn_t2_tiles_emu;
+    if (cpu->simd == BN_SIMD_AVX512_VNNI && w->kind == BITNET_SCALE_GROUP && tokens >= BL_TILES_VNNI_MIN_TOKENS)
+        return bn_t2_tiles_vnni;
 #else
     (void)cpu;
     (void)tokens;

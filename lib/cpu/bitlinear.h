@@ -169,6 +169,8 @@ typedef void (*bn_t2_tiles_fn)(const uint8_t *t2, size_t rb, uint64_t nr, const 
 #if defined(__x86_64__)
 void bn_t2_tiles_amx(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
                      int32_t *acc, size_t ldacc, const bn_t2_tiles_grp *grp);
+void bn_t2_tiles_vnni(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
+                      int32_t *acc, size_t ldacc, const bn_t2_tiles_grp *grp);
 void bn_t2_tiles_emu(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, uint64_t ntt, size_t nsteps,
                      int32_t *acc, size_t ldacc, const bn_t2_tiles_grp *grp);
 #endif

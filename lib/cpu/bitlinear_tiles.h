@@ -140,9 +140,9 @@ static inline void tiles_decode(const uint8_t *t2, size_t rb, uint64_t nr, size_
 #define TILES_GROUP_STEP(g)                                                                                  \
     do {                                                                                                     \
         TILE_STORE(0, c[0], 64);                                                                             \
-        TILE_STORE(1, c[1], 64);                                                                             \
-        TILE_STORE(2, c[2], 64);                                                                             \
-        TILE_STORE(3, c[3], 64);                                                                             \
+        if (nq > 1) TILE_STORE(1, c[1], 64);                                                                 \
+        if (nq > 2) TILE_STORE(2, c[2], 64);                                                                 \
+        if (nq > 3) TILE_STORE(3, c[3], 64);                                                                 \
         for (uint64_t q = 0; q < nq; q++) {                                                                  \
             const int32_t *xg = grp->xg + (g) * grp->ldx + (t0 + q) * 16;                                    \
             for (uint64_t r = 0; r < rows; r++) {                                                            \
@@ -156,9 +156,9 @@ static inline void tiles_decode(const uint8_t *t2, size_t rb, uint64_t nr, size_
             }                                                                                                \
         }                                                                                                    \
         TILE_ZERO(0);                                                                                        \
-        TILE_ZERO(1);                                                                                        \
-        TILE_ZERO(2);                                                                                        \
-        TILE_ZERO(3);                                                                                        \
+        if (nq > 1) TILE_ZERO(1);                                                                            \
+        if (nq > 2) TILE_ZERO(2);                                                                            \
+        if (nq > 3) TILE_ZERO(3);                                                                            \
     } while (0)
 
 /* acc[r * ldacc + t] = sum over columns of code * x for rows [0, nr) of t2

@@ -180,7 +180,7 @@ static void test_group_extremes(void **state)
     const uint64_t in = 16384, out = 3;
     static const uint32_t groups[] = {128, 256, 512, 2048, 16384};
     static const int xvals[] = {-128, 127};
-    static const uint64_t toks[] = {1, 4, 9};
+    static const uint64_t toks[] = {1, 4, 9, 17};
     int bad = 0;
     for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
         for (size_t xi = 0; xi < 2; xi++)
@@ -279,15 +279,18 @@ static void test_tiles(void **state)
     static const uint64_t toks[] = {8, 17, 40, 64, 65};
     int bad = 0, n = 0;
     const int native = strcmp(bitnet_cpu_simd_name(), "amx") == 0;
+    const int vnni = native || strcmp(bitnet_cpu_simd_name(), "avx512-vnni") == 0;
     for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
         for (size_t b = 0; b < sizeof nrs / sizeof nrs[0]; b++)
             for (size_t t = 0; t < sizeof toks / sizeof toks[0]; t++) {
                 if (ins[a] > 255 && nrs[b] > 17 && toks[t] > 17) continue; /* keep it short */
                 bad += tiles_case(bn_t2_tiles_emu, "emulated", ins[a], nrs[b], toks[t], (size_t)(n % 3));
                 if (native) bad += tiles_case(bn_t2_tiles_amx, "amx", ins[a], nrs[b], toks[t], (size_t)(n % 3));
+                if (vnni) bad += tiles_case(bn_t2_tiles_vnni, "vnni", ins[a], nrs[b], toks[t], (size_t)(n % 3));
                 n++;
             }
-    print_message("# %d tile cases, %s\n", n, native ? "emulated and native AMX" : "emulated (no AMX here)");
+    print_message("# %d tile cases, %s%s\n", n, native ? "emulated and native AMX" : "emulated (no AMX here)",
+                  vnni ? ", VNNI" : "");
     assert_int_equal(bad, 0);
 }
 

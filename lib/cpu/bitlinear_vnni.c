@@ -436,6 +436,16 @@ INLINE void grp1_quad(const uint8_t *w, size_t rb, const int8_t *x, size_t nbloc
     }
 }
 
+/* grp1_quad of pairs p .. p + 3 with the checks where they are needed;
+ * pairs past the row give zeros. */
+INLINE void grp1_quad_at(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, size_t p, size_t npairs,
+                         const uint8_t *pf_last, const int full, __m512i q[2])
+{
+    if (full) grp1_quad(w, rb, x, nblocks, p, npairs, pf_last, 1, q);
+    else if (p < npairs) grp1_quad(w, rb, x, nblocks, p, npairs, pf_last, 0, q);
+    else q[0] = q[1] = _mm512_setzero_si512();
+}
+
 /* gpu: groups a pair (2: groups of one block, 1: of one pair). */
 INLINE void grp1_small(const uint8_t *w, size_t rb, const int8_t *x, size_t nblocks, const int gpu, size_t ng,
                        const int32_t *xg, int32_t *o0, int32_t *o1, const uint8_t *pf_last)
@@ -448,12 +458,13 @@ INLINE void grp1_small(const uint8_t *w, size_t rb, const int8_t *x, size_t nblo
         /* the farthest prefetch of these pairs is below w + rb + 64 (p0 + upb) + BL_PF_BYTES */
         const int full = p0 + upb <= nblocks / 2 && (!pf_last || w + rb + 64 * (p0 + upb) + BL_PF_BYTES <= pf_last);
         __m512i q[4][2];
-        #pragma GCC unroll 4
-        for (int i = 0; i < 16 / gpu / 4; i++) {
-            const size_t p = p0 + (size_t)(4 * i);
-            if (full) grp1_quad(w, rb, x, nblocks, p, npairs, pf_last, 1, q[i]);
-            else if (p < npairs) grp1_quad(w, rb, x, nblocks, p, npairs, pf_last, 0, q[i]);
-            else q[i][0] = q[i][1] = _mm512_setzero_si512();
+        /* written out: gcc left a loop of these rolled, and refused an unroll
+         * pragma on it under the sanitizers */
+        grp1_quad_at(w, rb, x, nblocks, p0, npairs, pf_last, full, q[0]);
+        grp1_quad_at(w, rb, x, nblocks, p0 + 4, npairs, pf_last, full, q[1]);
+        if (gpu == 1) {
+            grp1_quad_at(w, rb, x, nblocks, p0 + 8, npairs, pf_last, full, q[2]);
+            grp1_quad_at(w, rb, x, nblocks, p0 + 12, npairs, pf_last, full, q[3]);
         }
         const size_t g0 = p0 * (size_t)gpu, left = ng - g0;
         const __mmask16 m = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);

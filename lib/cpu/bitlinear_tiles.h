@@ -114,23 +114,37 @@ static inline void tiles_decode(const uint8_t *t2, size_t rb, uint64_t nr, size_
 }
 
 /* Step s: A from buffer ab into tile 4, then each token tile's B into tile
- * 5 and its product. */
-#define TILES_STEP(ab, s)                                                                                    \
+ * 5 and its product.  fl: the step ends group g, and the includer's
+ * TILE_DP_FLUSH(c, g) (where defined) takes the product with the group's
+ * float step on the result, leaving tile c zero; without it the products
+ * are plain and TILES_GROUP_STEP follows. */
+#ifdef TILE_DP_FLUSH
+#define TILES_FLUSH 1
+#define TILES_DP(c, fl, g)                                                                                   \
+    do {                                                                                                     \
+        if (fl) TILE_DP_FLUSH(c, g);                                                                         \
+        else TILE_DP(c, 4, 5);                                                                               \
+    } while (0)
+#else
+#define TILES_FLUSH 0
+#define TILES_DP(c, fl, g) TILE_DP(c, 4, 5)
+#endif
+#define TILES_STEP(ab, s, fl, g)                                                                             \
     do {                                                                                                     \
         TILE_LOAD(4, ab, 64);                                                                                \
         TILE_LOAD(5, xb + (s)*1024, 64);                                                                     \
-        TILE_DP(0, 4, 5);                                                                                    \
+        TILES_DP(0, fl, g);                                                                                  \
         if (nq > 1) {                                                                                        \
             TILE_LOAD(5, xb + tstride + (s)*1024, 64);                                                       \
-            TILE_DP(1, 4, 5);                                                                                \
+            TILES_DP(1, fl, g);                                                                              \
         }                                                                                                    \
         if (nq > 2) {                                                                                        \
             TILE_LOAD(5, xb + 2 * tstride + (s)*1024, 64);                                                   \
-            TILE_DP(2, 4, 5);                                                                                \
+            TILES_DP(2, fl, g);                                                                              \
         }                                                                                                    \
         if (nq > 3) {                                                                                        \
             TILE_LOAD(5, xb + 3 * tstride + (s)*1024, 64);                                                   \
-            TILE_DP(3, 4, 5);                                                                                \
+            TILES_DP(3, fl, g);                                                                              \
         }                                                                                                    \
     } while (0)
 
@@ -201,10 +215,13 @@ void TILES_FN(const uint8_t *t2, size_t rb, uint64_t nr, const int8_t *xpack, ui
                         for (uint64_t r = 0; r < rows; r++)
                             _mm_prefetch((const char *)(w + r * rb + 32 * b + TILES_PF), _MM_HINT_T0);
 #endif
-                    TILES_STEP(a[cur][0], 2 * b);
+                    /* the last step of a group (block b's second, or its only one) ends it */
+                    const int gend = grp && ((b + 1) % grp->bpg == 0 || b + 1 == nblk), two = 2 * b + 1 < nsteps;
+                    const size_t g = grp ? b / grp->bpg : 0;
+                    TILES_STEP(a[cur][0], 2 * b, gend && !two, g);
                     if (b + 1 < nblk) tiles_decode(w, rb, rows, b + 1, a[cur ^ 1][0], a[cur ^ 1][1]);
-                    if (2 * b + 1 < nsteps) TILES_STEP(a[cur][1], 2 * b + 1);
-                    if (grp && ((b + 1) % grp->bpg == 0 || b + 1 == nblk)) TILES_GROUP_STEP(b / grp->bpg);
+                    if (two) TILES_STEP(a[cur][1], 2 * b + 1, gend, g);
+                    if (gend && !TILES_FLUSH) TILES_GROUP_STEP(g);
                 }
                 if (grp) {
                     for (uint64_t q = 0; q < nq; q++)

@@ -21,12 +21,18 @@
 
 /* c[m][n] += sum over k < 64 of a[m][k] * b[k / 4][4 n + k % 4]: for each
  * row m, 16 vpdpbusd of a broadcast dword of A (four codes) against a row of
- * B (16 tokens x those four columns), in two chains. */
-static inline __attribute__((always_inline)) void vt_dp(int32_t *c, const uint8_t *a, const int8_t *b)
+ * B (16 tokens x those four columns), in two chains.  fl: then, on each
+ * row's sums, the float step of group g of bitlinear_tiles.h's
+ * TILES_GROUP_STEP for rows below `rows`, s[16 m + n] = s + (float)(c -
+ * xg[n]) * d[m * ng] (no FMA), and the row of c zeroed. */
+static inline __attribute__((always_inline)) void vt_dp(int32_t *c, const uint8_t *a, const int8_t *b, const int fl,
+                                                        float *s, const int32_t *xg, const float *d, size_t ng,
+                                                        uint64_t rows)
 {
     __m512i bv[16];
     #pragma GCC unroll 16
     for (int k = 0; k < 16; k++) bv[k] = _mm512_loadu_si512((const void *)(b + 64 * k));
+    const __m512i xv = fl ? _mm512_loadu_si512((const void *)xg) : _mm512_setzero_si512();
     for (int m = 0; m < 16; m++) {
         __m512i s0 = _mm512_load_si512((const void *)(c + 16 * m)), s1 = _mm512_setzero_si512();
         const uint8_t *am = a + 64 * m;
@@ -38,35 +44,13 @@ static inline __attribute__((always_inline)) void vt_dp(int32_t *c, const uint8_
             s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(u0), bv[k]);
             s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(u1), bv[k + 1]);
         }
-        _mm512_store_si512((void *)(c + 16 * m), _mm512_add_epi32(s0, s1));
-    }
-}
-
-/* vt_dp, then on each row's sums the float step of group g of
- * bitlinear_tiles.h's TILES_GROUP_STEP for rows below `rows`: s[16 m + n] =
- * s + (float)(c - xg[n]) * d[m * ng] (no FMA), and the row of c zeroed. */
-static inline __attribute__((always_inline)) void vt_dp_flush(int32_t *c, const uint8_t *a, const int8_t *b, float *s,
-                                                              const int32_t *xg, const float *d, size_t ng,
-                                                              uint64_t rows)
-{
-    __m512i bv[16];
-    #pragma GCC unroll 16
-    for (int k = 0; k < 16; k++) bv[k] = _mm512_loadu_si512((const void *)(b + 64 * k));
-    const __m512i xv = _mm512_loadu_si512((const void *)xg);
-    for (int m = 0; m < 16; m++) {
-        __m512i s0 = _mm512_load_si512((const void *)(c + 16 * m)), s1 = _mm512_setzero_si512();
-        const uint8_t *am = a + 64 * m;
-        #pragma GCC unroll 8
-        for (int k = 0; k < 16; k += 2) {
-            int32_t u0, u1;
-            memcpy(&u0, am + 4 * k, 4);
-            memcpy(&u1, am + 4 * k + 4, 4);
-            s0 = _mm512_dpbusd_epi32(s0, _mm512_set1_epi32(u0), bv[k]);
-            s1 = _mm512_dpbusd_epi32(s1, _mm512_set1_epi32(u1), bv[k + 1]);
+        const __m512i sum = _mm512_add_epi32(s0, s1);
+        if (!fl) {
+            _mm512_store_si512((void *)(c + 16 * m), sum);
+            continue;
         }
         if ((uint64_t)m < rows) {
-            const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_add_epi32(s0, s1), xv)),
-                                           _mm512_set1_ps(d[(size_t)m * ng]));
+            const __m512 p = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(sum, xv)), _mm512_set1_ps(d[(size_t)m * ng]));
             _mm512_store_ps(s + 16 * m, _mm512_add_ps(_mm512_load_ps(s + 16 * m), p));
         }
         _mm512_store_si512((void *)(c + 16 * m), _mm512_setzero_si512());
@@ -83,9 +67,9 @@ static inline __attribute__((always_inline)) void vt_dp_flush(int32_t *c, const 
 #define TILE_RELEASE() ((void)vt_a, (void)vt_b)
 #define TILE_ZERO(t) memset(vt_c[t], 0, sizeof vt_c[t])
 #define TILE_LOAD(t, p, stride) ((t) == 4 ? (void)(vt_a = (const uint8_t *)(p)) : (void)(vt_b = (const int8_t *)(p)))
-#define TILE_DP(c, a, b) vt_dp(vt_c[c], vt_a, vt_b)
+#define TILE_DP(c, a, b) vt_dp(vt_c[c], vt_a, vt_b, 0, NULL, NULL, NULL, 0, 0)
 #define TILE_STORE(t, p, stride) memcpy((p), vt_c[t], sizeof vt_c[t])
 #define TILE_DP_FLUSH(q, g)                                                                                  \
-    vt_dp_flush(vt_c[q], vt_a, vt_b, s[q], grp->xg + (g) * grp->ldx + (t0 + (q)) * 16, grp->d + r0 * grp->ng + (g), \
+    vt_dp(vt_c[q], vt_a, vt_b, 1, s[q], grp->xg + (g) * grp->ldx + (t0 + (q)) * 16, grp->d + r0 * grp->ng + (g), \
                 grp->ng, rows)
 #include "bitlinear_tiles.h"

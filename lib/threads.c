@@ -66,12 +66,21 @@ struct bn_pool {
      * then fails to take a chunk, below). */
     bn_range_fn fn;
     void *arg;
-    uint64_t n, chunks;
+    uint64_t n;
     /* Hot words, a cache line each: the section's number; its chunks, taken
-     * by compare-and-swap on (number << 32 | next chunk), so that a worker
-     * still holding an old number takes nothing (the low 32 bits of it: a
-     * worker would have to sleep through 2^32 sections between reading the
-     * number and its swap to take a wrong chunk); the chunks done; who sleeps. */
+     * by compare-and-swap on the ticket (number << 32 | chunks << 16 | next
+     * chunk), so that a worker still holding an old number takes nothing
+     * (the low 32 bits of it: a worker would have to sleep through 2^32
+     * sections between reading the number and its swap to take a wrong
+     * chunk); the chunks done; who sleeps.  The section's chunk count is in
+     * the ticket itself: compared with the count field, which the caller
+     * rewrites for the next section while an old ticket may still be read, a
+     * worker that came late took "chunk" c of a finished section whose
+     * count was below the next one's (its swap on the exhausted ticket
+     * succeeded before the caller replaced it) and ran range c of the next
+     * section, twice in all, with the finished count off by one
+     * (test_backend's back-to-back sections caught it once in about 200 runs
+     * with 16 threads on 2 CPUs). */
     _Alignas(64) uint64_t generation;
     _Alignas(64) uint64_t ticket;
     _Alignas(64) uint64_t finished;
@@ -119,8 +128,13 @@ static void chunk_range(uint64_t n, uint64_t chunks, uint64_t c, uint64_t *b, ui
     *e = *b + base + (c < rem ? 1 : 0);
 }
 
-/* A ticket's section number: the low 32 bits of gen, in the high half. */
+/* A ticket's section number: the low 32 bits of gen, in the high half;
+ * below it the section's chunk count (at most BN_MAX_THREADS) and the next
+ * chunk, 16 bits each. */
 #define TAG(gen) ((uint64_t)(gen) << 32)
+#define TICKET_CHUNKS(t) (((t) >> 16) & 0xffffu)
+#define TICKET_NEXT(t) ((t)&0xffffu)
+_Static_assert(BN_MAX_THREADS < 0x10000, "a section's chunk count fits 16 bits of its ticket");
 
 /* Chunk c of section gen, done; wakes the caller after the last one. */
 static void run_chunk(bn_pool *p, bn_range_fn fn, void *arg, uint64_t n, uint64_t chunks, uint64_t c)
@@ -141,16 +155,17 @@ static void run_section(bn_pool *p, uint64_t gen)
 {
     const bn_range_fn fn = __atomic_load_n(&p->fn, __ATOMIC_RELAXED);
     void *const arg = __atomic_load_n(&p->arg, __ATOMIC_RELAXED);
-    const uint64_t n = __atomic_load_n(&p->n, __ATOMIC_RELAXED), chunks = __atomic_load_n(&p->chunks, __ATOMIC_RELAXED);
-    uint64_t t = __atomic_load_n(&p->ticket, __ATOMIC_RELAXED);
+    const uint64_t n = __atomic_load_n(&p->n, __ATOMIC_RELAXED);
+    uint64_t t = __atomic_load_n(&p->ticket, __ATOMIC_ACQUIRE);
     for (;;) {
-        const uint64_t c = t & 0xffffffffu;
+        const uint64_t c = TICKET_NEXT(t), chunks = TICKET_CHUNKS(t);
         if ((t & ~(uint64_t)0xffffffffu) != TAG(gen) || c >= chunks) return;
-        /* success means the section is still this one: it cannot end
-         * without this chunk, so what was read above was its own */
-        if (__atomic_compare_exchange_n(&p->ticket, &t, t + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+        /* success means the section is still this one with chunk c not
+         * taken: it cannot end without this chunk, so what was read above
+         * (after its number, before the swap) was its own */
+        if (__atomic_compare_exchange_n(&p->ticket, &t, t + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
             run_chunk(p, fn, arg, n, chunks, c);
-            t = __atomic_load_n(&p->ticket, __ATOMIC_RELAXED);
+            t = __atomic_load_n(&p->ticket, __ATOMIC_ACQUIRE);
         }
     }
 }
@@ -250,9 +265,8 @@ void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, voi
     __atomic_store_n(&p->fn, fn, __ATOMIC_RELAXED);
     __atomic_store_n(&p->arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&p->n, n, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->chunks, chunks, __ATOMIC_RELAXED);
     __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->ticket, TAG(gen) | 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->ticket, TAG(gen) | chunks << 16 | 1u, __ATOMIC_RELAXED);
     __atomic_store_n(&p->generation, gen, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) {
         pthread_mutex_lock(&p->mu);

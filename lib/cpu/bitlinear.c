@@ -333,6 +333,7 @@ static void prep_tokens(void *arg, uint64_t begin, uint64_t end)
                 for (uint64_t q = i * g; q < (i + 1) * g && q < j->nsub; q++) s += j->xsub[t * j->nsub + q];
                 j->xgrp[t * ng + i] = s;
                 if (j->xgp) j->xgp[((t / tpp) * ng + i) * tpp + t % tpp] = s;
+                if (j->xgt) j->xgt[i * j->ntt * 16 + t] = s;
             }
         }
         if (j->k->pair_layout) pair_permute(nat, j->xstride / BITNET_T2_BLOCK, dst);
@@ -851,6 +852,8 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     j.xgt = xgtbytes ? (int32_t *)(scr + at[XGT]) : NULL;
     if (j.xgp && T % tpp) /* the lanes of the tokens past T in the last pass */
         memset(j.xgp + (size_t)T / tpp * ng * tpp, 0, ng * tpp * sizeof(int32_t));
+    if (j.xgt && T % 16) /* the same for the last token tile (prep_tokens writes the others) */
+        memset(j.xgt, 0, xgtbytes);
     j.y = io->y ? io->y : (float *)(scr + at[Y]);
     j.xpack = j.tiles ? (int8_t *)(scr + at[XPACK]) : NULL;
     j.acc = (int32_t *)(scr + at[ACC]);
@@ -859,9 +862,6 @@ bitnet_status bn_cpu_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     bn_parallel_for(cpu->pool, T, 1, prep_tokens, &j);
     if (j.failed) { st = bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf"); goto out; }
     if (j.tiles) bn_parallel_for(cpu->pool, j.nsteps, 4, tiles_pack, &j);
-    if (j.xgt) /* [group][token], zeros for the tokens past T */
-        for (size_t g = 0; g < ng; g++)
-            for (uint64_t t = 0; t < j.ntt * 16; t++) j.xgt[g * j.ntt * 16 + t] = t < T ? j.xgrp[t * ng + g] : 0;
     bn_parallel_for(cpu->pool, j.npieces, 1, rows_dynamic, &j);
     if (io->yq) {
         bn_parallel_for(cpu->pool, T, 1, requant_tokens, &j);

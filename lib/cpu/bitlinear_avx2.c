@@ -201,11 +201,9 @@ INLINE __m256i grp_block32(__m256i wb, const int8_t *x)
  * int16 sums added first (|lane| <= 4096), then widened once, where
  * grp_block32 widens each: one token, group 256, 4096 x 14336 in cache,
  * one thread, Zen 4 VM at the avx2 level, three alternating rounds,
- * 0.80-0.81 -> 0.71-0.74 ms (tensor scale 0.56-0.60; at 4 and 8 tokens the
- * same for grpn_row was no faster and is not used).  Sharing the activation loads between the two
- * rows of grp1_rows as well made no difference (0.72-0.76 ms against
- * 0.71-0.74, 4096 x 14336, one thread, in cache, Zen 4 VM at the avx2
- * level). */
+ * 0.80-0.81 -> 0.71-0.74 ms (tensor scale 0.56-0.60).  Not kept: the same
+ * in grpn_row (4 and 8 tokens, no faster), and the activation loads shared
+ * by the two rows of grp1_rows (0.72-0.76 ms against 0.71-0.74). */
 INLINE __m256i grp_pair32(const uint8_t *w, const int8_t *x)
 {
     const __m256i m3 = _mm256_set1_epi8(3);

@@ -170,8 +170,8 @@ static void test_group_kernels(void **state)
  * activations of -128 (or 127), 16384 columns in groups of 128 (the 16-bit
  * tree levels of the AVX-512 kernels at their limits: -32768 and 32512),
  * 256, 512, 2048 and one group of all (the shifted-code accumulators at
- * their widest); one token, four (the half-width chains) and nine; against
- * integers computed here. */
+ * their widest); one token, four (the half-width chains), nine and 17 (the
+ * VNNI tiles); against integers computed here. */
 static void test_group_extremes(void **state)
 {
     (void)state;

@@ -141,6 +141,20 @@
  * blocks in registers instead of 4, 79 / 106 / 830 on 16384x16384.  In the
  * same call cuBLAS bf16 took 145 / 147 / 369 us on 16384x16384.  Neither
  * wins a case; the code went (it was never on main).
+ * Tried and not kept (H200, 2026-12-05, one call, two alternating rounds,
+ * kernel medians in us; exact natively on an H100, 25 mma and 20 group mma
+ * runs of test_bitlinear): a leaner bl_gemm_mma loop (chunks inside the row
+ * copied and loaded without checks in a loop of their own, rows and tokens
+ * past the count reading the last one instead of zeros, stage positions
+ * padded instead of swizzled; 268 instructions per 64 mma against 371,
+ * 229 registers against 150).  At 512 tokens 1-7% faster (16384x16384
+ * 449-452 against 455, 4096x14336 105.6-105.8 against 111.0-111.5,
+ * 14336x4096 152.3-152.5 against 158.0-158.6, 4096x4096 44.2 against
+ * 47.5-47.6), but at 16 tokens slower on the wide rows (16384x16384
+ * 46.3-47.7 against 45.3-45.4, 4096x14336 24.2-24.9 against 20.8-23.7) and
+ * mixed at 64 (4096x14336 30.9 against 32.3, 16384x16384 83.9-86.0
+ * against 82.9-83.1).  Not a win everywhere: the code stays on the branch
+ * mma-lean.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

@@ -335,6 +335,14 @@ INLINE void grp_planes2(const uint8_t *w, size_t rb, size_t p, size_t nblocks, _
  * 256 0.60-0.64 -> 0.54-0.55 ms, group 128 0.69-0.80 -> 0.58-0.66 (tensor
  * scale 0.34-0.38 in the same runs).
  *
+ * Tried and not kept since: the first level's 4 * a + b taken in 16-bit
+ * lanes by a shift and an add, then one vpmaddwd (one multiply-unit
+ * instruction a pair of pairs where vpmaddwd and vpdpwssd take two): four
+ * alternating rounds, group 256 0.540-0.556 ms against 0.526-0.543, group
+ * 128 0.582-0.645 against 0.573-0.621.  With the weights in L2 (256 x
+ * 14336) a row takes as long as in L3, for both scale kinds: the count of
+ * vector instructions sets the pace, not the cache or one unit.
+ *
  * Tried and not kept before that (same VM and shape, three alternating
  * rounds): 16 rows at once with the rows in the lanes (one tree per group,
  * the 16 rows' float chains side by side, their scales gathered, the next

@@ -339,7 +339,10 @@ INLINE void grp_planes2(const uint8_t *w, size_t rb, size_t p, size_t nblocks, _
  * lanes by a shift and an add, then one vpmaddwd (one multiply-unit
  * instruction a pair of pairs where vpmaddwd and vpdpwssd take two): four
  * alternating rounds, group 256 0.540-0.556 ms against 0.526-0.543, group
- * 128 0.582-0.645 against 0.573-0.621.  With the weights in L2 (256 x
+ * 128 0.582-0.645 against 0.573-0.621; a and b merged per pair by
+ * vpdpwssd with (4, 0) word pairs before one pack (a shuffle less, a
+ * multiply more), group 256 0.532-0.549 against 0.530-0.543, group 128
+ * 0.594-0.615 against 0.565-0.594.  With the weights in L2 (256 x
  * 14336) a row takes as long as in L3, for both scale kinds: the count of
  * vector instructions sets the pace, not the cache or one unit.
  *

@@ -70,6 +70,14 @@ for p in bitlinear:bitlinear binary:add quantize_weights:quantize_weights unary:
 done
 expect_rc 0 "--no-check skips the checks" env BITNET_TEST_PERTURB=bitlinear "$TEST_BIN/bitnet-bench" $FAST --op bitlinear \
     --shape 64x512 --no-check
+# above 2^28 multiply-adds BitLinear is checked on 64 rows spread over the output, every token
+BITNET_TEST_PERTURB=bitlinear expect_rc 1 "planted bug, sampled check: exit 1" "$TEST_BIN/bitnet-bench" $FAST \
+    --op bitlinear --shape 4096x4096 --tokens 17 --scale row --device cpu
+expect_out "FAIL" "planted bug, sampled check: FAIL row"
+expect_err "check FAILED: row 0, element = token: element 0 is" "planted bug, sampled check: the row named"
+expect_rc 0 "sampled check: every scale kind ok" "$TEST_BIN/bitnet-bench" $FAST --op bitlinear --shape 4096x4096 --tokens 17 \
+    --scale tensor,row,group:128 --device cpu --format csv
+check "sampled check: three rows ok" test "$(grep -c ',ok,' "$T/out")" -eq 3
 
 # ---- formats ----
 expect_rc 0 "csv" bench --op add,bitlinear,file --shape 17x300 --tokens 1,8 --device $DEVS --format csv

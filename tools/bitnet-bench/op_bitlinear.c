@@ -99,9 +99,9 @@ static bitnet_status bl_keep(bench_case *c, bitnet_backend *be, int keep)
  * 5 s at 64 tokens of 4096 x 14336, a minute at 256).  Up to
  * BL_CHECK_FULL multiply-adds every output is checked; beyond, BL_CHECK_ROWS
  * rows spread over the output (the first and the last among them), every
- * token of each.  Rows are independent, so a row's reference is the
- * definition's result for that row alone (its codes and scales as a matrix
- * of one row). */
+ * token of each.  Rows are independent, so the reference of those rows
+ * copied into a matrix of their own is the definition's result for them
+ * (one call: the activations are quantized once). */
 #define BL_CHECK_FULL (1ull << 28)
 #define BL_CHECK_ROWS 64
 
@@ -119,30 +119,38 @@ static int bl_check(bench_case *c, char *why, size_t wn)
         }
         return bench_check_f32_ref(y, st, s->y[0], c->tokens * c->m, 0, 0, why, wn);
     }
-    const uint64_t rb = s->t.t2_bytes / c->m, dpr = s->t.kind == BITNET_SCALE_GROUP ? s->t.nd / c->m : 0;
-    float *got = malloc(c->tokens * 4);
-    if (!got) {
-        snprintf(why, wn, "out of memory for the reference");
-        return 1;
+    /* scales a row: one per group, one, or none of its own (the tensor's) */
+    const uint64_t ns = BL_CHECK_ROWS, rb = s->t.t2_bytes / c->m;
+    const uint64_t dpr = s->t.kind == BITNET_SCALE_GROUP ? s->t.nd / c->m : s->t.kind == BITNET_SCALE_ROW ? 1 : 0;
+    uint8_t *t2 = malloc(ns * rb);
+    float *d = malloc((dpr ? ns * dpr : 1) * 4), *ref = malloc(c->tokens * ns * 4), *got = malloc(c->tokens * 4);
+    bitnet_status st = BITNET_E_NOMEM;
+    if (t2 && d && ref && got) {
+        for (uint64_t i = 0; i < ns; i++) {
+            const uint64_t r = i * (c->m - 1) / (ns - 1);
+            memcpy(t2 + i * rb, (const uint8_t *)s->t2[0] + r * rb, rb);
+            memcpy(d + i * dpr, (const float *)s->d[0] + r * dpr, dpr * 4);
+        }
+        if (!dpr) d[0] = ((const float *)s->d[0])[0];
+        bl_args(c, 0, &w, &io, ref);
+        w.t2 = t2, w.out = ns, w.d = d;
+        st = bitnet_bitlinear_ref(&w, &io);
     }
     int bad = 0;
-    for (uint64_t i = 0; i < BL_CHECK_ROWS && !bad; i++) {
-        const uint64_t r = i * (c->m - 1) / (BL_CHECK_ROWS - 1);
-        float *ref = malloc(c->tokens * 4);
-        bitnet_status st = BITNET_E_NOMEM;
-        if (ref) {
-            bl_args(c, 0, &w, &io, ref);
-            w.t2 = (const uint8_t *)w.t2 + r * rb;
-            w.out = 1;
-            if (s->t.kind == BITNET_SCALE_ROW) w.d += r;
-            else if (s->t.kind == BITNET_SCALE_GROUP) w.d += r * dpr;
-            st = bitnet_bitlinear_ref(&w, &io);
+    for (uint64_t i = 0; i < ns && !bad; i++) {
+        const uint64_t r = i * (c->m - 1) / (ns - 1);
+        float *rr = got ? malloc(c->tokens * 4) : NULL; /* bench_check_f32_ref frees it */
+        for (uint64_t t = 0; rr && st == BITNET_OK && t < c->tokens; t++) {
+            rr[t] = ref[t * ns + i];
+            got[t] = ((const float *)s->y[0])[t * c->m + r];
         }
-        for (uint64_t t = 0; t < c->tokens; t++) got[t] = ((const float *)s->y[0])[t * c->m + r];
         char sub[200];
-        bad = bench_check_f32_ref(ref, st, got, c->tokens, 0, 0, sub, sizeof sub);
+        bad = bench_check_f32_ref(rr, st, got, c->tokens, 0, 0, sub, sizeof sub);
         if (bad) snprintf(why, wn, "row %llu, element = token: %s", (unsigned long long)r, sub);
     }
+    free(t2);
+    free(d);
+    free(ref);
     free(got);
     return bad;
 }

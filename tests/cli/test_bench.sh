@@ -78,6 +78,13 @@ expect_err "check FAILED: row 0, element = token: element 0 is" "planted bug, sa
 expect_rc 0 "sampled check: every scale kind ok" "$TEST_BIN/bitnet-bench" $FAST --op bitlinear --shape 4096x4096 --tokens 17 \
     --scale tensor,row,group:128 --device cpu --format csv
 check "sampled check: three rows ok" test "$(grep -c ',ok,' "$T/out")" -eq 3
+# and the float product likewise, on 64 rows of W
+BITNET_TEST_PERTURB=matmul_f32 expect_rc 1 "planted bug in matmul_f32, sampled check: exit 1" "$TEST_BIN/bitnet-bench" $FAST \
+    --op matmul_f32 --shape 4096x4096 --tokens 17 --device cpu
+expect_err "check FAILED: 64 rows spread over the output: " "planted bug in matmul_f32, sampled check: named"
+expect_rc 0 "matmul_f32 sampled check: ok" "$TEST_BIN/bitnet-bench" $FAST --op matmul_f32 --shape 4096x4096 --tokens 17 \
+    --device cpu --format csv
+check "matmul_f32 sampled check: the row ok" test "$(grep -c ',ok,' "$T/out")" -eq 1
 
 # ---- formats ----
 expect_rc 0 "csv" bench --op add,bitlinear,file --shape 17x300 --tokens 1,8 --device $DEVS --format csv

@@ -5,7 +5,8 @@
  * profiling, the gaps between them on the device, small reads and writes
  * from pinned and pageable memory, and the ways to wait for a result.
  * Medians of REPS rounds after a warm-up, in microseconds.  LATENCY_ONLY=launch
- * measures only the host cost of a launch with BitLinear's argument list.  A probe for the
+ * measures only the host cost of a launch with BitLinear's argument list,
+ * LATENCY_ONLY=args that of its parts.  A probe for the
  * GPU machine (tests/device/), not part of the library or its tests.
  *
  *   cc -O2 -o latency tests/device/latency.c -lOpenCL
@@ -34,7 +35,22 @@ static const char *src =
     "  __global const float *p7, __global const float *p8, __global const float *p9, __local float *l,\n"
     "  int a0, int a1, int a2, int a3, int a4, int a5, long a6, long a7, long a8, long a9, long a10, long a11) {\n"
     "  if (get_global_id(0) == 0xffffffffu) p0[0] = p1[a0] + p2[a1] + p3[a2] + p4[a3] + p5[a4] + p6[a5]\n"
-    "    + p7[a6] + p8[a7] + p9[a8 + a9 + a10 + a11] + l[0]; }\n";
+    "    + p7[a6] + p8[a7] + p9[a8 + a9 + a10 + a11] + l[0]; }\n"
+    /* the same list in parts: the buffers alone, the scalars alone, the
+     * scalars packed into one struct passed by value */
+    "__kernel void bufs(__global float *p0, __global const float *p1, __global const float *p2,\n"
+    "  __global const float *p3, __global const float *p4, __global const float *p5, __global const float *p6,\n"
+    "  __global const float *p7, __global const float *p8, __global const float *p9) {\n"
+    "  if (get_global_id(0) == 0xffffffffu) p0[0] = p1[0] + p2[0] + p3[0] + p4[0] + p5[0] + p6[0] + p7[0] + p8[0] + p9[0]; }\n"
+    "__kernel void scal(__global float *p0,\n"
+    "  int a0, int a1, int a2, int a3, int a4, int a5, long a6, long a7, long a8, long a9, long a10, long a11) {\n"
+    "  if (get_global_id(0) == 0xffffffffu) p0[0] = a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11; }\n"
+    "typedef struct { int a0, a1, a2, a3, a4, a5; long a6, a7, a8, a9, a10, a11; } wargs;\n"
+    "__kernel void packed(__global float *p0, __global const float *p1, __global const float *p2,\n"
+    "  __global const float *p3, __global const float *p4, __global const float *p5, __global const float *p6,\n"
+    "  __global const float *p7, __global const float *p8, __global const float *p9, __local float *l, wargs a) {\n"
+    "  if (get_global_id(0) == 0xffffffffu) p0[0] = p1[a.a0] + p2[a.a1] + p3[a.a2] + p4[a.a3] + p5[a.a4] + p6[a.a5]\n"
+    "    + p7[a.a6] + p8[a.a7] + p9[a.a8 + a.a9 + a.a10 + a.a11] + l[0]; }\n";
 
 static cl_context ctx;
 static cl_device_id dev;
@@ -278,6 +294,58 @@ static void launch_cost(void)
     for (int i = 0; i < 10; i++) clReleaseMemObject(ten[i]);
 }
 
+/* LATENCY_ONLY=args: which part of that list costs: the host time of a
+ * launch (eight back to back, the arguments set before each as the library
+ * does, 448 work-groups of 256) of the wide kernel, of its ten buffers alone,
+ * of one buffer and its twelve scalars, and of the buffers, the local buffer
+ * and the scalars packed into one struct. */
+typedef struct {
+    cl_int a0, a1, a2, a3, a4, a5;
+    cl_long a6, a7, a8, a9, a10, a11;
+} wargs;
+static cl_kernel kbufs, kscal, kpacked;
+static void args_cost(void)
+{
+    cl_mem ten[10];
+    cl_int err;
+    for (int i = 0; i < 10; i++) {
+        ten[i] = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 1u << 20, NULL, &err);
+        CK(err);
+    }
+    const size_t g = 448 * 256, l = 256;
+    const wargs wa = {0};
+    for (int pass = 0; pass < 2; pass++)
+        for (int c = 0; c < 4; c++) {
+            cl_kernel k = c == 0 ? kwide : c == 1 ? kbufs : c == 2 ? kscal : kpacked;
+            double v[REPS];
+            for (int r = 0; r < REPS + 20; r++) {
+                const double t0 = now_us();
+                for (int i = 0; i < 8; i++) {
+                    if (c == 0) wide_args(ten);
+                    else if (c == 1)
+                        for (cl_uint a = 0; a < 10; a++) CK(clSetKernelArg(k, a, sizeof ten[a], &ten[a]));
+                    else if (c == 2) {
+                        CK(clSetKernelArg(k, 0, sizeof ten[0], &ten[0]));
+                        for (cl_uint a = 1; a < 7; a++) CK(clSetKernelArg(k, a, sizeof wa.a0, &wa.a0));
+                        for (cl_uint a = 7; a < 13; a++) CK(clSetKernelArg(k, a, sizeof wa.a6, &wa.a6));
+                    } else {
+                        for (cl_uint a = 0; a < 10; a++) CK(clSetKernelArg(k, a, sizeof ten[a], &ten[a]));
+                        CK(clSetKernelArg(k, 10, 4096, NULL));
+                        CK(clSetKernelArg(k, 11, sizeof wa, &wa));
+                    }
+                    CK(clEnqueueNDRangeKernel(qn, k, 1, NULL, &g, &l, 0, NULL, NULL));
+                }
+                const double t = now_us() - t0;
+                CK(clFinish(qn));
+                if (r >= 20) v[r - 20] = t / 8;
+            }
+            static const char *const what[] = {"wide: 10 buffers, a local buffer, 12 scalars", "10 buffers alone",
+                                               "1 buffer and 12 scalars", "10 buffers, a local buffer, 1 struct"};
+            printf("round %d, %-48s %6.1f us a launch\n", pass + 1, what[c], median(v, REPS));
+        }
+    for (int i = 0; i < 10; i++) clReleaseMemObject(ten[i]);
+}
+
 /* a kernel of known device time, then a 64 KB read: the host's view past the kernel */
 static void spin_then_read(cl_command_queue q, void *pinned, int iters)
 {
@@ -342,6 +410,12 @@ int main(void)
     CK(err);
     kwide = clCreateKernel(prog, "wide", &err);
     CK(err);
+    kbufs = clCreateKernel(prog, "bufs", &err);
+    CK(err);
+    kscal = clCreateKernel(prog, "scal", &err);
+    CK(err);
+    kpacked = clCreateKernel(prog, "packed", &err);
+    CK(err);
     dbuf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64u << 20, NULL, &err);
     CK(err);
     dsmall = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);
@@ -356,6 +430,10 @@ int main(void)
     memset(pageable, 1, 16u << 20);
     memset(pinned, 1, 16u << 20);
 
+    if (getenv("LATENCY_ONLY") && !strcmp(getenv("LATENCY_ONLY"), "args")) {
+        args_cost();
+        return 0;
+    }
     if (getenv("LATENCY_ONLY") && !strcmp(getenv("LATENCY_ONLY"), "launch")) { /* the launch costs alone */
         launch_cost();
         return 0;

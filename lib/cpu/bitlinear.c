@@ -704,12 +704,15 @@ static bn_t2_tiles_fn pick_tiles(const bn_cpu *cpu, uint64_t tokens, const bitne
     const int group = w->kind == BITNET_SCALE_GROUP;
     /* group scales: groups of whole blocks (128 columns and more) */
     if (tokens < BL_TILES_MIN_TOKENS || (group && w->group % BITNET_T2_BLOCK != 0)) return NULL;
-    /* Group scales on AMX from as many tokens as on the VNNI tiles: on an
-     * H100 machine's 16-core Sapphire Rapids host, 4096 x 14336, group 256,
-     * in cache, 16 threads, two rounds, ms, VNNI tiles against AMX: 16
-     * tokens 1.11-1.58 / 0.30-0.36, 64 tokens 2.81 / 0.87-1.32 (bitnet-bench's
-     * check ok).  8 to 15 tokens on AMX were not timed: they keep grpn. */
-    if (cpu->simd == BN_SIMD_AMX && (!group || tokens >= BL_TILES_VNNI_MIN_TOKENS)) return bn_t2_tiles_amx;
+    /* Every scale kind on AMX from BL_TILES_MIN_TOKENS.  On an H100
+     * machine's 16-core Sapphire Rapids host, 4096 x 14336, 16 threads, two
+     * rounds, ms: group 256 in cache, VNNI tiles against AMX, 16 tokens
+     * 1.11-1.58 / 0.30-0.36, 64 tokens 2.81 / 0.87-1.32; weights rotated,
+     * grpn (the one-token-style kernel of many tokens) against AMX, group
+     * 256 at 8 / 12 tokens 0.476-0.555 / 0.771-0.846 against 0.362-0.399 /
+     * 0.364-0.399, group 128 0.570-0.576 / 0.834-0.861 against 0.433-0.462
+     * / 0.439-0.478 (bitnet-bench's check ok on every run). */
+    if (cpu->simd == BN_SIMD_AMX) return bn_t2_tiles_amx;
     const char *emu = getenv("BITNET_AMX_EMULATE");
     if (emu && strcmp(emu, "1") == 0 && cpu->simd >= BN_SIMD_AVX2) return bn_t2_tiles_emu;
     if (cpu->simd >= BN_SIMD_AVX512_VNNI && group && tokens >= BL_TILES_VNNI_MIN_TOKENS) return bn_t2_tiles_vnni;

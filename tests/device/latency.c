@@ -404,18 +404,12 @@ int main(void)
     cl_program prog = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
     CK(err);
     CK(clBuildProgram(prog, 1, &dev, "", NULL, NULL));
-    kempty = clCreateKernel(prog, "empty", &err);
-    CK(err);
-    kspin = clCreateKernel(prog, "spin", &err);
-    CK(err);
-    kwide = clCreateKernel(prog, "wide", &err);
-    CK(err);
-    kbufs = clCreateKernel(prog, "bufs", &err);
-    CK(err);
-    kscal = clCreateKernel(prog, "scal", &err);
-    CK(err);
-    kpacked = clCreateKernel(prog, "packed", &err);
-    CK(err);
+    cl_kernel *const ks[] = {&kempty, &kspin, &kwide, &kbufs, &kscal, &kpacked};
+    static const char *const kn[] = {"empty", "spin", "wide", "bufs", "scal", "packed"};
+    for (size_t i = 0; i < sizeof ks / sizeof ks[0]; i++) {
+        *ks[i] = clCreateKernel(prog, kn[i], &err);
+        CK(err);
+    }
     dbuf = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 64u << 20, NULL, &err);
     CK(err);
     dsmall = clCreateBuffer(ctx, CL_MEM_READ_WRITE, 4096, NULL, &err);

@@ -119,6 +119,8 @@ int main(int argc, char **argv)
     struct arg_int *a_chain = arg_int0(NULL, "chain", "N",
                                        "with --resident: N calls back to back, one wait; a sample is their mean");
     struct arg_lit *a_energy = arg_lit0(NULL, "energy", "read energy counters (RAPL, NVML) around each configuration");
+    struct arg_file *a_rapl = arg_file0(NULL, "rapl-dir", "DIR",
+                                        "with --energy: where the RAPL domains are (default /sys/class/powercap)");
     struct arg_str *a_format = arg_str0(NULL, "format", "table|md|csv|json|jsonl", "output format (default table)");
     struct arg_file *a_out = arg_file0("o", "output", "FILE", "write results to FILE (default stdout)");
     struct arg_file *a_plot = arg_file0(NULL, "plot", "FILE.png|FILE.svg", "plot GB/s against size with gnuplot");
@@ -128,7 +130,7 @@ int main(int argc, char **argv)
     struct arg_end *end = arg_end(20);
     void *table[] = {a_op, a_shape, a_sweep, a_model, a_tokens, a_scale, dev.device, dev.threads, a_base, a_reps,
                      a_time, a_warm, a_maxreps, a_seed, a_llc, a_maxmem, a_roof, a_timer, a_nocheck, a_keep, a_resident, a_chain,
-                     a_net, a_energy, a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
+                     a_net, a_energy, a_rapl, a_format, a_out, a_plot, a_from, a_cal, a_list, dev.stats, std.help, std.version, std.quiet,
                      std.verbose, std.force, end};
     bench_devices devs = {0};
     bench_rows rows = {0};
@@ -170,6 +172,11 @@ int main(int argc, char **argv)
     }
     if (a_net->count) o.net = a_net->filename[0];
     o.energy = a_energy->count > 0;
+    const char *rapl_dir = a_rapl->count ? a_rapl->filename[0] : "/sys/class/powercap";
+    if (a_rapl->count && !o.energy) {
+        msg_err("--rapl-dir is for --energy");
+        goto cleanup;
+    }
     o.tmpdir = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     if (o.min_reps < 1 || o.min_time_s < 0 || o.warmup < 0 || o.max_reps < o.min_reps || o.max_mem == 0 ||
         o.roof_bytes == 0 || (a_seed->count && a_seed->ival[0] < 0)) {
@@ -229,9 +236,9 @@ int main(int argc, char **argv)
         /* counters tick every millisecond (RAPL) to every 100 ms (NVML): time enough calls */
         if (o.min_time_s < 2.0) o.min_time_s = 2.0;
         bench_progress("idle power", "", "");
-        bench_energy_open(2.0);
+        bench_energy_open(2.0, rapl_dir);
         if (*bench_energy_sources()) msg_info("energy counters: %s", bench_energy_sources());
-        else msg_warn("--energy: no energy counter exposed here (no readable RAPL under /sys/class/powercap, no NVML)");
+        else msg_warn("--energy: no energy counter exposed here (no readable RAPL under %s, no NVML)", rapl_dir);
     }
     bench_rooflines(&devs, o.roof_bytes, !a_roof->count);
     worst = bench_run(plan, &o, &devs, &rows);

@@ -177,6 +177,26 @@ if [ -r /sys/class/powercap/intel-rapl:0/energy_uj ]; then
 else
     check "--energy csv: empty cells and a note without RAPL" sh -c "tail -1 '$T/out' | grep -q 'no energy counter for cpu.*,,,,,,\$'"
 fi
+# --rapl-dir: RAPL read from another tree.  Empty: the warning names it.  A
+# fake package whose energy_uj is a FIFO fed 1.0, 0.5, 0.0, 1.0 ... J (a step
+# of 1 J in a range of 1.5 J): the reads are the check of rapl_open, the idle
+# window's two and the configuration's two, so both windows see the counter
+# wrap (0.5 -> 0.0 and 1.0 -> 0.5) and must come out at 1 J, not -0.5.
+mkdir -p "$T/rapl-none" "$T/rapl/intel-rapl:0" "$T/rapl/intel-rapl:0:0"
+expect_rc 2 "--rapl-dir without --energy: usage error" bench --op add --shape 8 --rapl-dir "$T/rapl-none"
+expect_rc 0 "--rapl-dir, no domain there" bench $EN --device cpu --format csv --rapl-dir "$T/rapl-none"
+expect_err "no readable RAPL under $T/rapl-none" "--rapl-dir, no domain there: named"
+echo 1500000 >"$T/rapl/intel-rapl:0/max_energy_range_uj"
+mkfifo "$T/rapl/intel-rapl:0/energy_uj"
+(v=0; while :; do v=$(((v + 1000000) % 1500000)); echo $v >"$T/rapl/intel-rapl:0/energy_uj" || break; sleep 0.01; done) &
+feeder=$!
+expect_rc 0 "--rapl-dir, a wrapping counter" timeout 60 bitnet-bench $FAST $EN --device cpu --format csv --rapl-dir "$T/rapl"
+kill $feeder 2>/dev/null
+wait $feeder 2>/dev/null
+check "--rapl-dir: idle 1 J over the 2 s window (the wrap undone)" \
+    sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$24 > 0.3 && \$24 <= 0.5)}'"
+check "--rapl-dir: 1 J over the configuration's calls (the wrap undone)" \
+    sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$12 * \$25 > 0.999 && \$12 * \$25 < 1.001 && \$23 > 0)}'"
 expect_rc 0 "--energy table" bench $EN
 expect_out "mJ/token>idle" "--energy table: energy columns"
 bench $EN --format json -o "$T/e.json" 2>/dev/null

@@ -262,7 +262,7 @@ typedef struct {
     double t0, j0[16];
 } bench_energy;
 /* Finds the counters and measures idle power for idle_s seconds (once). */
-void bench_energy_open(double idle_s);
+void bench_energy_open(double idle_s, const char *rapl_dir);
 void bench_energy_close(void);
 /* "RAPL", "NVML", "RAPL, NVML" or "" (none exposed). */
 const char *bench_energy_sources(void);

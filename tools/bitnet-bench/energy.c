@@ -1,7 +1,7 @@
 /*
  * energy.c - --energy: energy counters read around a configuration's timed
- * calls.  CPU devices read RAPL (the package domains under
- * /sys/class/powercap/intel-rapl:N, microjoules, wrapping at
+ * calls.  CPU devices read RAPL (the package domains intel-rapl:N under
+ * /sys/class/powercap or --rapl-dir, microjoules, wrapping at
  * max_energy_range_uj); OpenCL devices read NVML's total energy of the first
  * NVIDIA GPU (libnvidia-ml.so.1, loaded at run time when present;
  * millijoules).  Idle power is measured once per source before anything
@@ -25,7 +25,7 @@ typedef int (*nvml_energy_fn)(void *, unsigned long long *);
 static struct {
     int opened;
     /* RAPL packages */
-    char path[MAX_RAPL][128];
+    char path[MAX_RAPL][512];
     double range_j[MAX_RAPL];
     int nrapl;
     double rapl_idle_w;
@@ -45,9 +45,9 @@ static int read_u64(const char *path, unsigned long long *v)
     return !ok;
 }
 
-static void rapl_open(void)
+static void rapl_open(const char *dir)
 {
-    DIR *d = opendir("/sys/class/powercap");
+    DIR *d = opendir(dir);
     struct dirent *e;
     if (!d) return;
     while ((e = readdir(d)) && E.nrapl < MAX_RAPL) {
@@ -55,11 +55,12 @@ static void rapl_open(void)
         unsigned n;
         char tail;
         if (sscanf(e->d_name, "intel-rapl:%u%c", &n, &tail) != 1) continue;
-        char p[128], r[160];
+        char p[sizeof E.path[0]], r[sizeof E.path[0]];
         unsigned long long v, range;
-        snprintf(p, sizeof p, "/sys/class/powercap/intel-rapl:%u/energy_uj", n);
-        snprintf(r, sizeof r, "/sys/class/powercap/intel-rapl:%u/max_energy_range_uj", n);
-        if (read_u64(p, &v) || read_u64(r, &range)) continue; /* absent or not readable */
+        if ((size_t)snprintf(p, sizeof p, "%s/intel-rapl:%u/energy_uj", dir, n) >= sizeof p ||
+            (size_t)snprintf(r, sizeof r, "%s/intel-rapl:%u/max_energy_range_uj", dir, n) >= sizeof r)
+            continue; /* a path too long to read */
+        if (read_u64(p, &v) || read_u64(r, &range) || range == 0) continue; /* absent, not readable, or no range */
         snprintf(E.path[E.nrapl], sizeof E.path[0], "%s", p);
         E.range_j[E.nrapl] = (double)range * 1e-6;
         E.nrapl++;
@@ -133,12 +134,13 @@ const char *bench_energy_sources(void)
     return s;
 }
 
-/* Finds the sources and measures idle power over `idle_s` seconds. */
-void bench_energy_open(double idle_s)
+/* Finds the sources (RAPL under rapl_dir) and measures idle power over
+ * `idle_s` seconds. */
+void bench_energy_open(double idle_s, const char *rapl_dir)
 {
     if (E.opened) return;
     E.opened = 1;
-    rapl_open();
+    rapl_open(rapl_dir);
     nvml_open();
     if (!E.nrapl && !E.energy) return;
     bench_energy c, g;

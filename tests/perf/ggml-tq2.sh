@@ -12,7 +12,9 @@
 # default max(1, nproc / 2).  ggml is not a dependency: build it from its
 # public source (CPU backend) and give its test-backend-ops.  Prints one
 # Markdown row per token count with the ranges of the medians over the runs
-# and the ratios ggml / bitnet taken run by run.
+# and the ratios ggml / bitnet taken run by run; beside the one-token row,
+# the time of bitnet-bench's read kernel over the same 14.68 MB in cache,
+# just before: the floor of a kernel that reads its codes once.
 #
 #   sh tests/perf/ggml-tq2.sh PATH/TO/test-backend-ops [RUNS] [LABEL]
 #
@@ -35,18 +37,20 @@ OUTDIR=${OUTDIR:-perf-out/ggml}
 mkdir -p "$OUTDIR"
 r=1
 while [ "$r" -le "$runs" ]; do
+    "$BENCH" --device cpu --threads "$threads" --op copy --shape 3670016 --llc 1 --format csv -o "$OUTDIR/read-$r.csv"
     "$BENCH" --device cpu --threads "$threads" --op bitlinear --shape 4096x14336 --tokens 1,8 --scale tensor,group:256 --llc 1 \
         --format csv -o "$OUTDIR/bitnet-$r.csv"
     "$tbo" perf -o MUL_MAT -b CPU -p 'type_a=tq2_0,type_b=f32,m=4096,n=(1|8),k=14336,' >"$OUTDIR/ggml-$r.txt" 2>&1
     r=$((r + 1))
 done
-echo "| machine | tokens | bitnet, tensor scale | bitnet, group:256 | ggml TQ2_0 | ratio, tensor | ratio, group:256 |"
-echo "|---|---:|---:|---:|---:|---:|---:|"
+echo "| machine | tokens | bitnet, tensor scale | bitnet, group:256 | ggml TQ2_0 | ratio, tensor | ratio, group:256 | read of the codes |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
 # bitnet-bench's csv: op,variant,device,shape,m,k,tokens,time_ms,...; ggml's
 # lines: "  MUL_MAT(type_a=tq2_0,type_b=f32,m=4096,n=1,k=14336,...): N runs - T us/run - ..."
 # (ranges and ratios by tests/perf/runs.awk, as readme-tables.sh makes them)
 # shellcheck disable=SC2016 # an awk program
 awk -F, -v runs="$runs" -v label="$label" "$(cat "$(dirname "$0")/runs.awk")"'
+    file == "read" && $1 == "copy" && $2 == "read" { put("r", 1, run, $8 * 1000) }
     file == "bitnet" && $1 == "bitlinear" && $2 == "tensor" { put("b", $7, run, $8 * 1000) }
     file == "bitnet" && $1 == "bitlinear" && $2 == "group:256" { put("q", $7, run, $8 * 1000) }
     file == "ggml" && /MUL_MAT\(type_a=tq2_0,/ && /,m=4096,/ && /,k=14336,/ && / us\/run/ && match($0, /,n=[0-9]+,/) {
@@ -56,6 +60,6 @@ awk -F, -v runs="$runs" -v label="$label" "$(cat "$(dirname "$0")/runs.awk")"'
     }
     END {
         for (n = 1; n <= 8; n += 7)
-            printf "| %s | %s | %s µs | %s µs | %s µs | %s | %s |\n", label, n, rng("b", n), rng("q", n), rng("g", n),
-                ratio("g", "b", n), ratio("g", "q", n)
-    }' "$OUTDIR"/bitnet-[0-9]*.csv "$OUTDIR"/ggml-[0-9]*.txt
+            printf "| %s | %s | %s µs | %s µs | %s µs | %s | %s | %s |\n", label, n, rng("b", n), rng("q", n), rng("g", n),
+                ratio("g", "b", n), ratio("g", "q", n), n == 1 ? rng("r", 1) " µs" : ""
+    }' "$OUTDIR"/read-[0-9]*.csv "$OUTDIR"/bitnet-[0-9]*.csv "$OUTDIR"/ggml-[0-9]*.txt

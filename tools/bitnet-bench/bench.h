@@ -237,6 +237,14 @@ void bench_ternary_of(const bench_case *c, bench_ternary *t);
  * 0 ok, else the reason in why. */
 int bench_check_f32_ref(float *ref, bitnet_status st, const float *y, uint64_t n, uint32_t max_ulp, double nmse,
                         char *why, size_t wn);
+/* Products whose scalar reference would take seconds: above BENCH_CHECK_FULL
+ * multiply-adds (M x K x tokens) bench_check_sampled says so, and the check
+ * takes BENCH_CHECK_ROWS rows spread over the output, row i of them being
+ * bench_check_row(c, i) (the first and the last among them), every token. */
+#define BENCH_CHECK_FULL (1ull << 28)
+#define BENCH_CHECK_ROWS 64
+int bench_check_sampled(const bench_case *c);
+uint64_t bench_check_row(const bench_case *c, uint64_t i);
 /* Keeps (keep = 1) or forgets (0) each of the nsets buffers of `bytes` on be's device. */
 bitnet_status bench_keep_bufs(bitnet_backend *be, int keep, void **b, size_t nsets, uint64_t bytes);
 /* A setup for ops that allocate nothing (the library times its own buffers). */

@@ -545,6 +545,13 @@ int bench_check_f32_ref(float *ref, bitnet_status st, const float *y, uint64_t n
     return bad;
 }
 
+int bench_check_sampled(const bench_case *c)
+{
+    return c->m > BENCH_CHECK_ROWS && c->m * c->k * c->tokens > BENCH_CHECK_FULL;
+}
+
+uint64_t bench_check_row(const bench_case *c, uint64_t i) { return i * (c->m - 1) / (BENCH_CHECK_ROWS - 1); }
+
 bitnet_status bench_setup_none(bench_case *c)
 {
     (void)c;

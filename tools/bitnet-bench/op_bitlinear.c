@@ -96,21 +96,18 @@ static bitnet_status bl_keep(bench_case *c, bitnet_backend *be, int keep)
 }
 
 /* The reference is scalar (about 1.4 ns a multiply-add on a Zen 4 core:
- * 5 s at 64 tokens of 4096 x 14336, a minute at 256).  Up to
- * BL_CHECK_FULL multiply-adds every output is checked; beyond, BL_CHECK_ROWS
- * rows spread over the output (the first and the last among them), every
- * token of each.  Rows are independent, so the reference of those rows
- * copied into a matrix of their own is the definition's result for them
- * (one call: the activations are quantized once). */
-#define BL_CHECK_FULL (1ull << 28)
-#define BL_CHECK_ROWS 64
+ * 5 s at 64 tokens of 4096 x 14336, a minute at 256), so large products are
+ * checked on sampled rows (bench_check_sampled).  Rows are independent, so
+ * the reference of those rows copied into a matrix of their own is the
+ * definition's result for them (one call: the activations are quantized
+ * once). */
 
 static int bl_check(bench_case *c, char *why, size_t wn)
 {
     const bl_state *s = c->st;
     bitnet_ternary_matrix w;
     bitnet_bitlinear_io io;
-    if (c->m <= BL_CHECK_ROWS || c->m * c->k * c->tokens <= BL_CHECK_FULL) {
+    if (!bench_check_sampled(c)) {
         float *y = malloc(c->tokens * c->m * 4);
         bitnet_status st = BITNET_E_NOMEM;
         if (y) {
@@ -120,14 +117,14 @@ static int bl_check(bench_case *c, char *why, size_t wn)
         return bench_check_f32_ref(y, st, s->y[0], c->tokens * c->m, 0, 0, why, wn);
     }
     /* scales a row: one per group, one, or none of its own (the tensor's) */
-    const uint64_t ns = BL_CHECK_ROWS, rb = s->t.t2_bytes / c->m;
+    const uint64_t ns = BENCH_CHECK_ROWS, rb = s->t.t2_bytes / c->m;
     const uint64_t dpr = s->t.kind == BITNET_SCALE_GROUP ? s->t.nd / c->m : s->t.kind == BITNET_SCALE_ROW ? 1 : 0;
     uint8_t *t2 = malloc(ns * rb);
     float *d = malloc((dpr ? ns * dpr : 1) * 4), *ref = malloc(c->tokens * ns * 4), *got = malloc(c->tokens * 4);
     bitnet_status st = BITNET_E_NOMEM;
     if (t2 && d && ref && got) {
         for (uint64_t i = 0; i < ns; i++) {
-            const uint64_t r = i * (c->m - 1) / (ns - 1);
+            const uint64_t r = bench_check_row(c, i);
             memcpy(t2 + i * rb, (const uint8_t *)s->t2[0] + r * rb, rb);
             memcpy(d + i * dpr, (const float *)s->d[0] + r * dpr, dpr * 4);
         }
@@ -138,7 +135,7 @@ static int bl_check(bench_case *c, char *why, size_t wn)
     }
     int bad = 0;
     for (uint64_t i = 0; i < ns && !bad; i++) {
-        const uint64_t r = i * (c->m - 1) / (ns - 1);
+        const uint64_t r = bench_check_row(c, i);
         float *rr = got ? malloc(c->tokens * 4) : NULL; /* bench_check_f32_ref frees it */
         for (uint64_t t = 0; rr && st == BITNET_OK && t < c->tokens; t++) {
             rr[t] = ref[t * ns + i];

@@ -49,25 +49,21 @@ static bitnet_status mm_keep(bench_case *c, bitnet_backend *be, int keep)
 }
 
 /* The reference is scalar (about 1 ns a multiply-add: 4 s at 64 tokens of
- * 4096 x 14336).  Up to MM_CHECK_FULL multiply-adds every output is
- * checked; beyond, MM_CHECK_ROWS rows of W spread over the output (the
- * first and the last among them), every token, copied into a matrix of
- * their own: rows are independent, so its reference is the definition's
- * result for them. */
-#define MM_CHECK_FULL (1ull << 28)
-#define MM_CHECK_ROWS 64
+ * 4096 x 14336), so large products are checked on sampled rows of W
+ * (bench_check_sampled), copied into a matrix of their own: rows are
+ * independent, so its reference is the definition's result for them. */
 
 static int mm_check(bench_case *c, char *why, size_t wn)
 {
     mm_state *s = c->st;
     const double nmse = c->k > 4096 ? 1e-6 : 1e-9;
-    if (c->m <= MM_CHECK_ROWS || c->m * c->k * c->tokens <= MM_CHECK_FULL) {
+    if (!bench_check_sampled(c)) {
         float *y = malloc(c->tokens * c->m * 4);
         bitnet_status st =
             y ? bitnet_matmul_f32_ref(s->x[0], c->tokens, c->k, s->w[0], c->m, NULL, BITNET_ACT_NONE, y) : BITNET_E_NOMEM;
         return bench_check_f32_ref(y, st, s->y[0], c->tokens * c->m, 0, nmse, why, wn);
     }
-    const uint64_t ns = MM_CHECK_ROWS;
+    const uint64_t ns = BENCH_CHECK_ROWS;
     float *w = malloc(ns * c->k * 4), *ref = malloc(c->tokens * ns * 4), *got = malloc(c->tokens * ns * 4);
     if (!w || !ref || !got) {
         free(w);
@@ -77,7 +73,7 @@ static int mm_check(bench_case *c, char *why, size_t wn)
         return 1;
     }
     for (uint64_t i = 0; i < ns; i++) {
-        const uint64_t r = i * (c->m - 1) / (ns - 1);
+        const uint64_t r = bench_check_row(c, i);
         memcpy(w + i * c->k, (const float *)s->w[0] + r * c->k, c->k * 4);
         for (uint64_t t = 0; t < c->tokens; t++) got[t * ns + i] = ((const float *)s->y[0])[t * c->m + r];
     }

@@ -182,6 +182,9 @@ fi
 # of 1 J in a range of 1.5 J): the reads are the check of rapl_open, the idle
 # window's two and the configuration's two, so both windows see the counter
 # wrap (0.5 -> 0.0 and 1.0 -> 0.5) and must come out at 1 J, not -0.5.
+# Under load a value can be lost between the feeder's writes (a read then
+# spans two steps: 2 J, wrapped to 0.5), so 0.5 J passes too; a sign of
+# the wrap left in is a negative reading.
 mkdir -p "$T/rapl-none" "$T/rapl/intel-rapl:0" "$T/rapl/intel-rapl:0:0"
 expect_rc 2 "--rapl-dir without --energy: usage error" bench --op add --shape 8 --rapl-dir "$T/rapl-none"
 expect_rc 0 "--rapl-dir, no domain there" bench $EN --device cpu --format csv --rapl-dir "$T/rapl-none"
@@ -193,10 +196,10 @@ feeder=$!
 expect_rc 0 "--rapl-dir, a wrapping counter" timeout 60 bitnet-bench $FAST $EN --device cpu --format csv --rapl-dir "$T/rapl"
 kill $feeder 2>/dev/null
 wait $feeder 2>/dev/null
-check "--rapl-dir: idle 1 J over the 2 s window (the wrap undone)" \
-    sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$24 > 0.3 && \$24 <= 0.5)}'"
-check "--rapl-dir: 1 J over the configuration's calls (the wrap undone)" \
-    sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$12 * \$25 > 0.999 && \$12 * \$25 < 1.001 && \$23 > 0)}'"
+check "--rapl-dir: idle 1 J (or 0.5) over the 2 s window (the wrap undone)" \
+    sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$24 > 0.2 && \$24 <= 0.5)}'"
+check "--rapl-dir: 1 J (or 0.5) over the configuration's calls (the wrap undone)" \
+    sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$12 * \$25 > 0.499 && \$12 * \$25 < 1.001 && \$23 > 0)}'"
 expect_rc 0 "--energy table" bench $EN
 expect_out "mJ/token>idle" "--energy table: energy columns"
 bench $EN --format json -o "$T/e.json" 2>/dev/null

@@ -395,40 +395,30 @@ inline void qg_write(__global ulong *p, ulong lo, ulong hi, uint e)
     for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k]; /* carry-save, below 2^34 each (the top one < 2^34 too) */
 }
 
-__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
-q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
-            bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
+/* Whether an item's double sum may have rounded (see above): a subnormal
+ * among its values, or their exponent span and count too wide. */
+inline int qg_slow(uint mx, uint mn, uint cnt)
 {
-    __local ulong red[2 * Q_GWG];
-    __local uint smin[Q_GWG], smax[Q_GWG];
-    __local volatile uint wide;
-    const uint lid = get_local_id(0), tid = lid % seg;
-    const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
-    if (lid == 0) wide = 0;
-    bn_size b = 0, e = 0, start = 0, slen = 0;
-    if (gs < nseg) {
-        bn_size sl = gs / pieces, pc = gs % pieces;
-        q_slice(kind, sl, rows, cols, group, &start, &slen);
-        b = pc * plen;
-        e = b + plen < slen ? b + plen : slen;
-    }
-    __global const float *ws = w + start;
-    const int vec = (start & 3) == 0;
-    const bn_size b4 = (b + 3) / 4, e4 = e / 4;
-    /* pass 1: in double, with the exponent range and count */
-    uint mx = 0, mn = 0xffffffffu, cnt = 0;
-    double acc = 0.0;
-    QG_FOR_EACH((mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++));
+    const int bad = mx >= 0x7f800000u, zero = mn == 0xffffffffu;
+    const uint emin = (mn + 1u) >> 23, emax = mx >> 23;
+    return !bad && !zero && (emin == 0 || emax - emin + (32u - clz(cnt)) > 29u);
+}
+
+/* The rest of a piece once each item has its pass-1 summary (acc, the
+ * largest |w| bits mx, the smallest minus one mn) and, where qg_slow, its
+ * exact integer limbs: the NaN/Inf flag, the item's exact sum, the
+ * segment's sum written to p by its first item (when live).  Reached by the
+ * whole work-group (barriers); *wide was set to 0 before a barrier. */
+inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint lid, uint tid, uint seg, int live,
+                     __global ulong *p, __global uint *flag, __local ulong *red, __local uint *smin,
+                     __local uint *smax, __local volatile uint *wide)
+{
     const int bad = mx >= 0x7f800000u, zero = mn == 0xffffffffu;
     if (bad) flag[0] = 1u;
-    const uint emin = (mn + 1u) >> 23, emax = mx >> 23;
-    const int slow = !bad && !zero && (emin == 0 || emax - emin + (32u - clz(cnt)) > 29u);
     /* the item's exact sum: vlo + vhi 2^64 in units of 2^(sh - 149), lowest bit set */
     ulong vlo = 0, vhi = 0;
     uint sh = 0;
     int own_wide = 0;
-    ulong limb[Q_LIMBS]; /* the integer pass (rare: a spilled array is fine) */
-    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
     if (!bad && !zero && !slow) { /* acc = m 2^(x - 1075) exactly */
         ulong bits = as_ulong(acc), m = (bits & 0xfffffffffffffUL) | 0x10000000000000UL;
         int x = (int)(bits >> 52) - 926;
@@ -438,7 +428,6 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
         vlo = m;
         sh = (uint)x;
     } else if (slow) {
-        QG_FOR_EACH(qg_add_exact(limb, u));
         ulong c = 0;
         int lo = -1, hi = -1;
         for (int k = 0; k < Q_LIMBS; k++) { /* carried: 32-bit words */
@@ -470,7 +459,7 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     }
     const int nz = vlo != 0 || vhi != 0;
     barrier(CLK_LOCAL_MEM_FENCE); /* wide = 0 is seen */
-    if (own_wide) atomic_or(&wide, 1u);
+    if (own_wide) atomic_or(wide, 1u);
     smin[lid] = nz ? sh : 0xffffffffu;
     smax[lid] = !nz ? 0u : vhi ? sh + 128u - (uint)clz(vhi) : sh + 64u - (uint)clz(vlo);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -482,10 +471,9 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const uint E = smin[lid - tid], T = smax[lid - tid];
-    if (E != 0xffffffffu && T - E > 119u) atomic_or(&wide, 1u);
+    if (E != 0xffffffffu && T - E > 119u) atomic_or(wide, 1u);
     barrier(CLK_LOCAL_MEM_FENCE);
-    __global ulong *p = part + gs * Q_LIMBS;
-    if (!wide) {
+    if (!*wide) {
         /* every item's sum is v 2^(sh - E) < 2^119 in units of 2^(E - 149): two words, with carries */
         ulong lo = 0, hi = 0;
         if (nz) {
@@ -505,7 +493,7 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        if (tid == 0 && gs < nseg) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
+        if (tid == 0 && live) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
         return;
     }
     /* some item's or segment's range is too wide for 128 bits: 11 limbs,
@@ -531,7 +519,7 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
             hi = k;
         }
     }
-    if (tid != 0 || gs >= nseg) return;
+    if (tid != 0 || !live) return;
     if (lo < 0) {
         for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
         return;
@@ -549,6 +537,37 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     } else {
         for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k];
     }
+}
+
+__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
+q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
+            bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
+{
+    __local ulong red[2 * Q_GWG];
+    __local uint smin[Q_GWG], smax[Q_GWG];
+    __local volatile uint wide;
+    const uint lid = get_local_id(0), tid = lid % seg;
+    const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
+    if (lid == 0) wide = 0;
+    bn_size b = 0, e = 0, start = 0, slen = 0;
+    if (gs < nseg) {
+        bn_size sl = gs / pieces, pc = gs % pieces;
+        q_slice(kind, sl, rows, cols, group, &start, &slen);
+        b = pc * plen;
+        e = b + plen < slen ? b + plen : slen;
+    }
+    __global const float *ws = w + start;
+    const int vec = (start & 3) == 0;
+    const bn_size b4 = (b + 3) / 4, e4 = e / 4;
+    /* pass 1: in double, with the exponent range and count */
+    uint mx = 0, mn = 0xffffffffu, cnt = 0;
+    double acc = 0.0;
+    QG_FOR_EACH((mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++));
+    ulong limb[Q_LIMBS]; /* the integer pass (rare: a spilled array is fine) */
+    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
+    const int slow = qg_slow(mx, mn, cnt);
+    if (slow) QG_FOR_EACH(qg_add_exact(limb, u));
+    qg_piece(acc, mx, mn, slow, limb, lid, tid, seg, gs < nseg, part + gs * Q_LIMBS, flag, red, smin, smax, &wide);
 }
 
 /* q_merge_gpu: the pieces of q_absum_gpu merged exactly on the device, so
@@ -589,9 +608,9 @@ inline void qg_add_words(ulong *acc, const ulong *v)
     }
 }
 
-/* Slice sl's d and s from its summed limbs (carry-save, units 2^-149). */
-inline void qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
-                      __global float *d, __global float *s)
+/* d and s = 1/d of a slice of len values from its summed limbs (carry-save,
+ * units 2^-149). */
+inline void qg_scale(const ulong *acc, bn_size len, float *d, float *s)
 {
     uint wd[Q_LIMBS + 2];
     ulong c = 0;
@@ -619,12 +638,65 @@ inline void qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_
             sum = ldexp((double)win, lo - 149);
         }
     }
-    bn_size start, len;
-    q_slice(kind, sl, rows, cols, group, &start, &len);
     float dv = len ? (float)(sum / (double)len) : 0.0f;
     if (dv < 1e-5f) dv = 1e-5f;
+    *d = dv;
+    *s = 1.0f / dv; /* correctly rounded: the program is built with -cl-fp32-correctly-rounded-divide-sqrt */
+}
+
+/* Slice sl's d and s from its summed limbs, stored. */
+inline void qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
+                      __global float *d, __global float *s)
+{
+    bn_size start, len;
+    q_slice(kind, sl, rows, cols, group, &start, &len);
+    float dv, sv;
+    qg_scale(acc, len, &dv, &sv);
     d[sl] = dv;
-    s[sl] = 1.0f / dv; /* correctly rounded: the program is built with -cl-fp32-correctly-rounded-divide-sqrt */
+    s[sl] = sv;
+}
+
+/* The exact sum of a slice's pieces (part: its first) by the work-group of
+ * Q_MWG items: each item's pieces, then the limbs added in three levels
+ * through local memory (few barriers and no long serial loop: the merge is
+ * bound by latency, not by the adds).  Every item gets the summed limbs in
+ * acc; red and red2 are free again when it returns. */
+inline void qg_merge_group(__global const ulong *part, bn_size pieces, __local ulong *red, __local ulong *red2, uint lid,
+                           ulong *acc)
+{
+    for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
+    /* QG_MLOAD pieces an item loaded before any is added (past the
+     * last: zeros), so that the loads wait on L2 once, not per piece */
+    for (bn_size i0 = lid; i0 < pieces; i0 += QG_MLOAD * Q_MWG) {
+        ulong v[QG_MLOAD][Q_LIMBS];
+#pragma unroll
+        for (int u = 0; u < QG_MLOAD; u++) {
+            const bn_size i = i0 + (bn_size)u * Q_MWG;
+            __global const ulong *p = part + (i < pieces ? i : 0) * Q_LIMBS;
+            for (int k = 0; k < Q_LIMBS; k++) v[u][k] = i < pieces ? p[k] : 0UL;
+        }
+#pragma unroll
+        for (int u = 0; u < QG_MLOAD; u++) qg_add_words(acc, v[u]);
+    }
+    for (int k = 0; k < Q_LIMBS; k++) red[k * Q_MWG + lid] = acc[k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < Q_LIMBS * QG_MSPLIT) { /* limb lid / QG_MSPLIT of every QG_MSPLIT-th item from lid % QG_MSPLIT */
+        __local const ulong *r = red + (lid / QG_MSPLIT) * Q_MWG + lid % QG_MSPLIT;
+        ulong t = 0; /* consecutive items read consecutive words: no bank conflicts */
+#pragma unroll
+        for (uint j = 0; j < Q_MWG / QG_MSPLIT; j++) t += r[j * QG_MSPLIT];
+        red2[lid] = t;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < Q_LIMBS) { /* limb lid of every item */
+        ulong t = 0;
+#pragma unroll
+        for (uint q = 0; q < QG_MSPLIT; q++) t += red2[lid * QG_MSPLIT + q];
+        red[lid] = t;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k];
+    barrier(CLK_LOCAL_MEM_FENCE); /* red and red2 are free */
 }
 
 __kernel __attribute__((reqd_work_group_size(Q_MWG, 1, 1))) void
@@ -647,51 +719,15 @@ q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, 
         qg_finish(acc, kind, sl, rows, cols, group, d, s);
         return;
     }
-    /* a work-group per slice: each item's pieces, then the limbs added in
-     * three levels through local memory (few barriers and no long serial
-     * loop: the kernel is bound by latency, not by the adds) */
+    /* a work-group per slice (qg_merge_group) */
     const uint lid = get_local_id(0);
     for (bn_size sl = get_group_id(0); sl < nsc; sl += get_num_groups(0)) {
         if (bad) {
             if (lid == 0) s[sl] = as_float(0x7fc00000u);
             continue;
         }
-        for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
-        /* QG_MLOAD pieces an item loaded before any is added (past the
-         * last: zeros), so that the loads wait on L2 once, not per piece */
-        for (bn_size i0 = lid; i0 < pieces; i0 += QG_MLOAD * Q_MWG) {
-            ulong v[QG_MLOAD][Q_LIMBS];
-#pragma unroll
-            for (int u = 0; u < QG_MLOAD; u++) {
-                const bn_size i = i0 + (bn_size)u * Q_MWG;
-                __global const ulong *p = part + (sl * pieces + (i < pieces ? i : 0)) * Q_LIMBS;
-                for (int k = 0; k < Q_LIMBS; k++) v[u][k] = i < pieces ? p[k] : 0UL;
-            }
-#pragma unroll
-            for (int u = 0; u < QG_MLOAD; u++) qg_add_words(acc, v[u]);
-        }
-        for (int k = 0; k < Q_LIMBS; k++) red[k * Q_MWG + lid] = acc[k];
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < Q_LIMBS * QG_MSPLIT) { /* limb lid / QG_MSPLIT of every QG_MSPLIT-th item from lid % QG_MSPLIT */
-            __local const ulong *r = red + (lid / QG_MSPLIT) * Q_MWG + lid % QG_MSPLIT;
-            ulong t = 0; /* consecutive items read consecutive words: no bank conflicts */
-#pragma unroll
-            for (uint j = 0; j < Q_MWG / QG_MSPLIT; j++) t += r[j * QG_MSPLIT];
-            red2[lid] = t;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid < Q_LIMBS) { /* limb lid of every item */
-            ulong t = 0;
-#pragma unroll
-            for (uint q = 0; q < QG_MSPLIT; q++) t += red2[lid * QG_MSPLIT + q];
-            red[lid] = t;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        if (lid == 0) {
-            for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k];
-            qg_finish(acc, kind, sl, rows, cols, group, d, s);
-        }
-        barrier(CLK_LOCAL_MEM_FENCE); /* red and red2 are free for the next slice */
+        qg_merge_group(part + sl * pieces * Q_LIMBS, pieces, red, red2, lid, acc);
+        if (lid == 0) qg_finish(acc, kind, sl, rows, cols, group, d, s);
     }
 }
 

@@ -566,7 +566,9 @@ q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_s
     ulong limb[Q_LIMBS]; /* the integer pass (rare: a spilled array is fine) */
     for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
     const int slow = qg_slow(mx, mn, cnt);
-    if (slow) QG_FOR_EACH(qg_add_exact(limb, u));
+    if (slow) {
+        QG_FOR_EACH(qg_add_exact(limb, u));
+    }
     qg_piece(acc, mx, mn, slow, limb, lid, tid, seg, gs < nseg, part + gs * Q_LIMBS, flag, red, smin, smax, &wide);
 }
 
@@ -761,6 +763,179 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
         }
     }
     t2[r * nw + i] = v;
+}
+/* ---- per tensor in one read of the weights: q_spec_gpu, q_spec_fix ----
+ * A code depends on s only through whether |w s| > 1/2, so for every s in
+ * a band [lo, hi] the code of w is known once w lo and w hi give the same
+ * code (the rounded product is monotonic in s).  q_spec_gpu estimates the
+ * mean |w| from a sample spread evenly over the tensor (every work-group
+ * reads the same Q_SPEC_S4 * Q_GWG float4s, and adds them in the same order,
+ * so every work-group gets the same band; the first writes it), takes the
+ * band of 1/max(m, 1e-5) for the mean within Q_SPEC_Z standard errors of
+ * the sample's, then reads every weight once: its exact sums as q_absum_gpu
+ * (one piece a work-group) and each word's codes for the band, 3 (never a
+ * code) where the band's ends disagree, into a scratch.  q_spec_fix merges
+ * the pieces as q_merge_gpu does (every work-group the same sum, bit for
+ * bit the CPU's d and s), and copies the scratch to the codes, computing
+ * with s the float4s that hold a 3; when s falls outside the band (the
+ * sample misled: rare) it computes every word from the weights instead, as
+ * q_pack_gpu.  Either way the codes are q_pack_gpu's.  With NaN or Inf in
+ * the weights it writes nothing.  Rows of a multiple of 128 columns only:
+ * then word i of the tensor holds float4s 32 (i / 8) + (i % 8) + 8k, k < 4
+ * (the layout of q_pack_gpu, rows back to back). */
+#ifndef Q_SPEC_S4
+#define Q_SPEC_S4 8 /* float4s of the sample per item of q_spec_gpu */
+#endif
+#ifndef Q_SPEC_Z
+#define Q_SPEC_Z 4.0 /* the band's half-width in standard errors of the sample mean */
+#endif
+#ifndef Q_SPEC_WPI
+#define Q_SPEC_WPI 2 /* words an item of q_spec_gpu loads at once (four float4s each) */
+#endif
+
+/* The codes of x times f (q_pack_gpu's) as the bytes of a uint. */
+inline uint qg_code4(float4 x, float f)
+{
+    x *= f;
+    return qg_code(x.x) | qg_code(x.y) << 8 | qg_code(x.z) << 16 | qg_code(x.w) << 24;
+}
+
+/* x's codes for every s in [lo, hi]: 3 where lo and hi disagree. */
+inline uint qg_code4_band(float4 x, float lo, float hi)
+{
+    const uint a = qg_code4(x, lo), b = qg_code4(x, hi), df = a ^ b;
+    return a | ((df | df >> 1) & 0x01010101u) * 3u;
+}
+
+#define QG_SUM_ABS(x)                                                                      \
+    {                                                                                      \
+        const uint4 u4_ = as_uint4(x) & (uint4)0x7fffffffu;                                \
+        QG_EACH4(u4_, (mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++)) \
+    }
+
+__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
+q_spec_gpu(__global const float *w, bn_size nw, __global ulong *part, __global uint *flag, __global float *band,
+           __global uint *tent)
+{
+    __local ulong red[2 * Q_GWG];
+    __local uint smin[Q_GWG], smax[Q_GWG];
+    __local volatile uint wide;
+    const uint lid = get_local_id(0);
+    if (lid == 0) wide = 0;
+    __global const float4 *w4 = (__global const float4 *)w;
+    /* the sample: float4s j * step, j < ns (all the tensor's when it is short) */
+    const bn_size n4 = nw * 4, ns = min((bn_size)Q_SPEC_S4 * Q_GWG, n4), step = n4 / ns;
+    float4 sv[Q_SPEC_S4];
+#pragma unroll
+    for (int j = 0; j < Q_SPEC_S4; j++) {
+        const bn_size i = lid + (bn_size)j * Q_GWG;
+        sv[j] = i < ns ? fabs(w4[i * step]) : (float4)(0.0f);
+    }
+    double sa = 0.0, sq = 0.0;
+#pragma unroll
+    for (int j = 0; j < Q_SPEC_S4; j++) {
+        const double4 v = convert_double4(sv[j]);
+        sa += (v.x + v.y) + (v.z + v.w);
+        sq += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
+    }
+    __local double *rd = (__local double *)red; /* 2 * Q_GWG doubles */
+    rd[lid] = sa;
+    rd[Q_GWG + lid] = sq;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (uint t = Q_GWG / 2; t > 0; t >>= 1) {
+        if (lid < t) {
+            rd[lid] += rd[lid + t];
+            rd[Q_GWG + lid] += rd[Q_GWG + lid + t];
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const double cntd = (double)(ns * 4), m = rd[0] / cntd, var = max(rd[Q_GWG] / cntd - m * m, 0.0);
+    const double hw = Q_SPEC_Z * sqrt(var / cntd) + m * 0x1p-20;
+    float lo = (float)(1.0 / max(m + hw, 1e-5)), hi = (float)(1.0 / max(m - hw, 1e-5));
+    if (!isfinite(lo) || !isfinite(hi)) lo = hi = as_float(0x7fc00000u); /* q_spec_fix then computes every word */
+    if (get_group_id(0) == 0 && lid == 0) {
+        band[0] = lo;
+        band[1] = hi;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE); /* red is free again */
+    /* every weight once: the sums of q_absum_gpu's pass 1, the band's codes */
+    const bn_size ng = get_num_groups(0) * (bn_size)Q_GWG, gi = get_group_id(0) * (bn_size)Q_GWG + lid;
+    uint mx = 0, mn = 0xffffffffu, cnt = 0;
+    double acc = 0.0;
+    for (bn_size i0 = gi; i0 < nw; i0 += (bn_size)Q_SPEC_WPI * ng) {
+        float4 v[Q_SPEC_WPI][4];
+#pragma unroll
+        for (int u = 0; u < Q_SPEC_WPI; u++) {
+            const bn_size i = i0 + (bn_size)u * ng, b = (i >> 3) * 32 + (i & 7);
+#pragma unroll
+            for (int k = 0; k < 4; k++) v[u][k] = i < nw ? w4[b + 8 * k] : (float4)(0.0f);
+        }
+#pragma unroll
+        for (int u = 0; u < Q_SPEC_WPI; u++) {
+            const bn_size i = i0 + (bn_size)u * ng;
+            if (i >= nw) break;
+            uint c = 0;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                QG_SUM_ABS(v[u][k])
+                c |= qg_code4_band(v[u][k], lo, hi) << (2 * k);
+            }
+            tent[i] = c;
+        }
+    }
+    ulong limb[Q_LIMBS]; /* the integer pass (rare) */
+    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
+    const int slow = qg_slow(mx, mn, cnt);
+    if (slow)
+        for (bn_size i = gi; i < nw; i += ng)
+            for (int k = 0; k < 4; k++) {
+                const uint4 u4 = as_uint4(w4[(i >> 3) * 32 + (i & 7) + 8 * k]) & (uint4)0x7fffffffu;
+                QG_EACH4(u4, qg_add_exact(limb, u))
+            }
+    qg_piece(acc, mx, mn, slow, limb, lid, lid, Q_GWG, 1, part + get_group_id(0) * Q_LIMBS, flag, red, smin, smax,
+             &wide);
+}
+
+#ifndef Q_FIX_WPI
+#define Q_FIX_WPI 4 /* words an item of q_spec_fix reads at once */
+#endif
+
+__kernel __attribute__((reqd_work_group_size(Q_MWG, 1, 1))) void
+q_spec_fix(__global const float *w, bn_size nw, __global const ulong *part, bn_size pieces, __global const uint *flag,
+           __global const float *band, __global const uint *tent, __global uint *t2, __global float *d)
+{
+    __local ulong red[Q_LIMBS * Q_MWG], red2[Q_LIMBS * QG_MSPLIT];
+    if (flag[0] != 0u) return; /* NaN or Inf: nothing is written (the host reports it) */
+    const uint lid = get_local_id(0);
+    ulong acc[Q_LIMBS];
+    qg_merge_group(part, pieces, red, red2, lid, acc);
+    float dv, s;
+    qg_scale(acc, nw * 16, &dv, &s);
+    if (get_group_id(0) == 0 && lid == 0) d[0] = dv;
+    const int all = !(s >= band[0] && s <= band[1]);
+    __global const float4 *w4 = (__global const float4 *)w;
+    const bn_size ng = get_num_groups(0) * (bn_size)Q_MWG, gi = get_group_id(0) * (bn_size)Q_MWG + lid;
+    for (bn_size i0 = gi; i0 < nw; i0 += (bn_size)Q_FIX_WPI * ng) {
+        uint c[Q_FIX_WPI];
+#pragma unroll
+        for (int u = 0; u < Q_FIX_WPI; u++) {
+            const bn_size i = i0 + (bn_size)u * ng;
+            c[u] = i < nw ? tent[i] : 0u;
+        }
+#pragma unroll
+        for (int u = 0; u < Q_FIX_WPI; u++) {
+            const bn_size i = i0 + (bn_size)u * ng;
+            if (i >= nw) break;
+            const uint amb = c[u] & c[u] >> 1 & 0x55555555u; /* the codes that are 3 */
+            if (all || amb) {
+                const bn_size b = (i >> 3) * 32 + (i & 7);
+                for (int k = 0; k < 4; k++)
+                    if (all || (amb >> (2 * k) & 0x01010101u))
+                        c[u] = (c[u] & ~(0x03030303u << (2 * k))) | qg_code4(w4[b + 8 * k], s) << (2 * k);
+            }
+            t2[i] = c[u];
+        }
+    }
 }
 #endif
 

@@ -871,16 +871,17 @@ q_spec_gpu(__global const float *w, bn_size nw, __global ulong *part, __global u
             for (int k = 0; k < 4; k++) v[u][k] = i < nw ? w4[b + 8 * k] : (float4)(0.0f);
         }
 #pragma unroll
-        for (int u = 0; u < Q_SPEC_WPI; u++) {
+        for (int u = 0; u < Q_SPEC_WPI; u++) { /* no break: the arrays stay in registers */
             const bn_size i = i0 + (bn_size)u * ng;
-            if (i >= nw) break;
-            uint c = 0;
+            if (i < nw) {
+                uint c = 0;
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                QG_SUM_ABS(v[u][k])
-                c |= qg_code4_band(v[u][k], lo, hi) << (2 * k);
+                for (int k = 0; k < 4; k++) {
+                    QG_SUM_ABS(v[u][k])
+                    c |= qg_code4_band(v[u][k], lo, hi) << (2 * k);
+                }
+                tent[i] = c;
             }
-            tent[i] = c;
         }
     }
     ulong limb[Q_LIMBS]; /* the integer pass (rare) */
@@ -925,15 +926,16 @@ q_spec_fix(__global const float *w, bn_size nw, __global const ulong *part, bn_s
 #pragma unroll
         for (int u = 0; u < Q_FIX_WPI; u++) {
             const bn_size i = i0 + (bn_size)u * ng;
-            if (i >= nw) break;
             const uint amb = c[u] & c[u] >> 1 & 0x55555555u; /* the codes that are 3 */
-            if (all || amb) {
+            uint v = c[u];
+            if (i < nw && (all || amb)) {
                 const bn_size b = (i >> 3) * 32 + (i & 7);
+#pragma unroll
                 for (int k = 0; k < 4; k++)
                     if (all || (amb >> (2 * k) & 0x01010101u))
-                        c[u] = (c[u] & ~(0x03030303u << (2 * k))) | qg_code4(w4[b + 8 * k], s) << (2 * k);
+                        v = (v & ~(0x03030303u << (2 * k))) | qg_code4(w4[b + 8 * k], s) << (2 * k);
             }
-            t2[i] = c[u];
+            if (i < nw) t2[i] = v;
         }
     }
 }

@@ -395,30 +395,40 @@ inline void qg_write(__global ulong *p, ulong lo, ulong hi, uint e)
     for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k]; /* carry-save, below 2^34 each (the top one < 2^34 too) */
 }
 
-/* Whether an item's double sum may have rounded (see above): a subnormal
- * among its values, or their exponent span and count too wide. */
-inline int qg_slow(uint mx, uint mn, uint cnt)
+__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
+q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
+            bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
 {
-    const int bad = mx >= 0x7f800000u, zero = mn == 0xffffffffu;
-    const uint emin = (mn + 1u) >> 23, emax = mx >> 23;
-    return !bad && !zero && (emin == 0 || emax - emin + (32u - clz(cnt)) > 29u);
-}
-
-/* The rest of a piece once each item has its pass-1 summary (acc, the
- * largest |w| bits mx, the smallest minus one mn) and, where qg_slow, its
- * exact integer limbs: the NaN/Inf flag, the item's exact sum, the
- * segment's sum written to p by its first item (when live).  Reached by the
- * whole work-group (barriers); *wide was set to 0 before a barrier. */
-inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint lid, uint tid, uint seg, int live,
-                     __global ulong *p, __global uint *flag, __local ulong *red, __local uint *smin,
-                     __local uint *smax, __local volatile uint *wide)
-{
+    __local ulong red[2 * Q_GWG];
+    __local uint smin[Q_GWG], smax[Q_GWG];
+    __local volatile uint wide;
+    const uint lid = get_local_id(0), tid = lid % seg;
+    const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
+    if (lid == 0) wide = 0;
+    bn_size b = 0, e = 0, start = 0, slen = 0;
+    if (gs < nseg) {
+        bn_size sl = gs / pieces, pc = gs % pieces;
+        q_slice(kind, sl, rows, cols, group, &start, &slen);
+        b = pc * plen;
+        e = b + plen < slen ? b + plen : slen;
+    }
+    __global const float *ws = w + start;
+    const int vec = (start & 3) == 0;
+    const bn_size b4 = (b + 3) / 4, e4 = e / 4;
+    /* pass 1: in double, with the exponent range and count */
+    uint mx = 0, mn = 0xffffffffu, cnt = 0;
+    double acc = 0.0;
+    QG_FOR_EACH((mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++));
     const int bad = mx >= 0x7f800000u, zero = mn == 0xffffffffu;
     if (bad) flag[0] = 1u;
+    const uint emin = (mn + 1u) >> 23, emax = mx >> 23;
+    const int slow = !bad && !zero && (emin == 0 || emax - emin + (32u - clz(cnt)) > 29u);
     /* the item's exact sum: vlo + vhi 2^64 in units of 2^(sh - 149), lowest bit set */
     ulong vlo = 0, vhi = 0;
     uint sh = 0;
     int own_wide = 0;
+    ulong limb[Q_LIMBS]; /* the integer pass (rare: a spilled array is fine) */
+    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
     if (!bad && !zero && !slow) { /* acc = m 2^(x - 1075) exactly */
         ulong bits = as_ulong(acc), m = (bits & 0xfffffffffffffUL) | 0x10000000000000UL;
         int x = (int)(bits >> 52) - 926;
@@ -428,6 +438,7 @@ inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint l
         vlo = m;
         sh = (uint)x;
     } else if (slow) {
+        QG_FOR_EACH(qg_add_exact(limb, u));
         ulong c = 0;
         int lo = -1, hi = -1;
         for (int k = 0; k < Q_LIMBS; k++) { /* carried: 32-bit words */
@@ -459,7 +470,7 @@ inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint l
     }
     const int nz = vlo != 0 || vhi != 0;
     barrier(CLK_LOCAL_MEM_FENCE); /* wide = 0 is seen */
-    if (own_wide) atomic_or(wide, 1u);
+    if (own_wide) atomic_or(&wide, 1u);
     smin[lid] = nz ? sh : 0xffffffffu;
     smax[lid] = !nz ? 0u : vhi ? sh + 128u - (uint)clz(vhi) : sh + 64u - (uint)clz(vlo);
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -471,9 +482,10 @@ inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint l
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     const uint E = smin[lid - tid], T = smax[lid - tid];
-    if (E != 0xffffffffu && T - E > 119u) atomic_or(wide, 1u);
+    if (E != 0xffffffffu && T - E > 119u) atomic_or(&wide, 1u);
     barrier(CLK_LOCAL_MEM_FENCE);
-    if (!*wide) {
+    __global ulong *p = part + gs * Q_LIMBS;
+    if (!wide) {
         /* every item's sum is v 2^(sh - E) < 2^119 in units of 2^(E - 149): two words, with carries */
         ulong lo = 0, hi = 0;
         if (nz) {
@@ -493,7 +505,7 @@ inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint l
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        if (tid == 0 && live) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
+        if (tid == 0 && gs < nseg) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
         return;
     }
     /* some item's or segment's range is too wide for 128 bits: 11 limbs,
@@ -519,7 +531,7 @@ inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint l
             hi = k;
         }
     }
-    if (tid != 0 || !live) return;
+    if (tid != 0 || gs >= nseg) return;
     if (lo < 0) {
         for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
         return;
@@ -537,39 +549,6 @@ inline void qg_piece(double acc, uint mx, uint mn, int slow, ulong *limb, uint l
     } else {
         for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k];
     }
-}
-
-__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
-q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
-            bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
-{
-    __local ulong red[2 * Q_GWG];
-    __local uint smin[Q_GWG], smax[Q_GWG];
-    __local volatile uint wide;
-    const uint lid = get_local_id(0), tid = lid % seg;
-    const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
-    if (lid == 0) wide = 0;
-    bn_size b = 0, e = 0, start = 0, slen = 0;
-    if (gs < nseg) {
-        bn_size sl = gs / pieces, pc = gs % pieces;
-        q_slice(kind, sl, rows, cols, group, &start, &slen);
-        b = pc * plen;
-        e = b + plen < slen ? b + plen : slen;
-    }
-    __global const float *ws = w + start;
-    const int vec = (start & 3) == 0;
-    const bn_size b4 = (b + 3) / 4, e4 = e / 4;
-    /* pass 1: in double, with the exponent range and count */
-    uint mx = 0, mn = 0xffffffffu, cnt = 0;
-    double acc = 0.0;
-    QG_FOR_EACH((mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++));
-    ulong limb[Q_LIMBS]; /* the integer pass (rare: a spilled array is fine) */
-    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
-    const int slow = qg_slow(mx, mn, cnt);
-    if (slow) {
-        QG_FOR_EACH(qg_add_exact(limb, u));
-    }
-    qg_piece(acc, mx, mn, slow, limb, lid, tid, seg, gs < nseg, part + gs * Q_LIMBS, flag, red, smin, smax, &wide);
 }
 
 /* q_merge_gpu: the pieces of q_absum_gpu merged exactly on the device, so
@@ -610,9 +589,9 @@ inline void qg_add_words(ulong *acc, const ulong *v)
     }
 }
 
-/* d and s = 1/d of a slice of len values from its summed limbs (carry-save,
- * units 2^-149). */
-inline void qg_scale(const ulong *acc, bn_size len, float *d, float *s)
+/* Slice sl's d and s from its summed limbs (carry-save, units 2^-149). */
+inline void qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
+                      __global float *d, __global float *s)
 {
     uint wd[Q_LIMBS + 2];
     ulong c = 0;
@@ -640,65 +619,12 @@ inline void qg_scale(const ulong *acc, bn_size len, float *d, float *s)
             sum = ldexp((double)win, lo - 149);
         }
     }
-    float dv = len ? (float)(sum / (double)len) : 0.0f;
-    if (dv < 1e-5f) dv = 1e-5f;
-    *d = dv;
-    *s = 1.0f / dv; /* correctly rounded: the program is built with -cl-fp32-correctly-rounded-divide-sqrt */
-}
-
-/* Slice sl's d and s from its summed limbs, stored. */
-inline void qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
-                      __global float *d, __global float *s)
-{
     bn_size start, len;
     q_slice(kind, sl, rows, cols, group, &start, &len);
-    float dv, sv;
-    qg_scale(acc, len, &dv, &sv);
+    float dv = len ? (float)(sum / (double)len) : 0.0f;
+    if (dv < 1e-5f) dv = 1e-5f;
     d[sl] = dv;
-    s[sl] = sv;
-}
-
-/* The exact sum of a slice's pieces (part: its first) by the work-group of
- * Q_MWG items: each item's pieces, then the limbs added in three levels
- * through local memory (few barriers and no long serial loop: the merge is
- * bound by latency, not by the adds).  Every item gets the summed limbs in
- * acc; red and red2 are free again when it returns. */
-inline void qg_merge_group(__global const ulong *part, bn_size pieces, __local ulong *red, __local ulong *red2, uint lid,
-                           ulong *acc)
-{
-    for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
-    /* QG_MLOAD pieces an item loaded before any is added (past the
-     * last: zeros), so that the loads wait on L2 once, not per piece */
-    for (bn_size i0 = lid; i0 < pieces; i0 += QG_MLOAD * Q_MWG) {
-        ulong v[QG_MLOAD][Q_LIMBS];
-#pragma unroll
-        for (int u = 0; u < QG_MLOAD; u++) {
-            const bn_size i = i0 + (bn_size)u * Q_MWG;
-            __global const ulong *p = part + (i < pieces ? i : 0) * Q_LIMBS;
-            for (int k = 0; k < Q_LIMBS; k++) v[u][k] = i < pieces ? p[k] : 0UL;
-        }
-#pragma unroll
-        for (int u = 0; u < QG_MLOAD; u++) qg_add_words(acc, v[u]);
-    }
-    for (int k = 0; k < Q_LIMBS; k++) red[k * Q_MWG + lid] = acc[k];
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < Q_LIMBS * QG_MSPLIT) { /* limb lid / QG_MSPLIT of every QG_MSPLIT-th item from lid % QG_MSPLIT */
-        __local const ulong *r = red + (lid / QG_MSPLIT) * Q_MWG + lid % QG_MSPLIT;
-        ulong t = 0; /* consecutive items read consecutive words: no bank conflicts */
-#pragma unroll
-        for (uint j = 0; j < Q_MWG / QG_MSPLIT; j++) t += r[j * QG_MSPLIT];
-        red2[lid] = t;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < Q_LIMBS) { /* limb lid of every item */
-        ulong t = 0;
-#pragma unroll
-        for (uint q = 0; q < QG_MSPLIT; q++) t += red2[lid * QG_MSPLIT + q];
-        red[lid] = t;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k];
-    barrier(CLK_LOCAL_MEM_FENCE); /* red and red2 are free */
+    s[sl] = 1.0f / dv; /* correctly rounded: the program is built with -cl-fp32-correctly-rounded-divide-sqrt */
 }
 
 __kernel __attribute__((reqd_work_group_size(Q_MWG, 1, 1))) void
@@ -721,15 +647,51 @@ q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, 
         qg_finish(acc, kind, sl, rows, cols, group, d, s);
         return;
     }
-    /* a work-group per slice (qg_merge_group) */
+    /* a work-group per slice: each item's pieces, then the limbs added in
+     * three levels through local memory (few barriers and no long serial
+     * loop: the kernel is bound by latency, not by the adds) */
     const uint lid = get_local_id(0);
     for (bn_size sl = get_group_id(0); sl < nsc; sl += get_num_groups(0)) {
         if (bad) {
             if (lid == 0) s[sl] = as_float(0x7fc00000u);
             continue;
         }
-        qg_merge_group(part + sl * pieces * Q_LIMBS, pieces, red, red2, lid, acc);
-        if (lid == 0) qg_finish(acc, kind, sl, rows, cols, group, d, s);
+        for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0;
+        /* QG_MLOAD pieces an item loaded before any is added (past the
+         * last: zeros), so that the loads wait on L2 once, not per piece */
+        for (bn_size i0 = lid; i0 < pieces; i0 += QG_MLOAD * Q_MWG) {
+            ulong v[QG_MLOAD][Q_LIMBS];
+#pragma unroll
+            for (int u = 0; u < QG_MLOAD; u++) {
+                const bn_size i = i0 + (bn_size)u * Q_MWG;
+                __global const ulong *p = part + (sl * pieces + (i < pieces ? i : 0)) * Q_LIMBS;
+                for (int k = 0; k < Q_LIMBS; k++) v[u][k] = i < pieces ? p[k] : 0UL;
+            }
+#pragma unroll
+            for (int u = 0; u < QG_MLOAD; u++) qg_add_words(acc, v[u]);
+        }
+        for (int k = 0; k < Q_LIMBS; k++) red[k * Q_MWG + lid] = acc[k];
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < Q_LIMBS * QG_MSPLIT) { /* limb lid / QG_MSPLIT of every QG_MSPLIT-th item from lid % QG_MSPLIT */
+            __local const ulong *r = red + (lid / QG_MSPLIT) * Q_MWG + lid % QG_MSPLIT;
+            ulong t = 0; /* consecutive items read consecutive words: no bank conflicts */
+#pragma unroll
+            for (uint j = 0; j < Q_MWG / QG_MSPLIT; j++) t += r[j * QG_MSPLIT];
+            red2[lid] = t;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid < Q_LIMBS) { /* limb lid of every item */
+            ulong t = 0;
+#pragma unroll
+            for (uint q = 0; q < QG_MSPLIT; q++) t += red2[lid * QG_MSPLIT + q];
+            red[lid] = t;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (lid == 0) {
+            for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k];
+            qg_finish(acc, kind, sl, rows, cols, group, d, s);
+        }
+        barrier(CLK_LOCAL_MEM_FENCE); /* red and red2 are free for the next slice */
     }
 }
 
@@ -763,181 +725,6 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
         }
     }
     t2[r * nw + i] = v;
-}
-/* ---- per tensor in one read of the weights: q_spec_gpu, q_spec_fix ----
- * A code depends on s only through whether |w s| > 1/2, so for every s in
- * a band [lo, hi] the code of w is known once w lo and w hi give the same
- * code (the rounded product is monotonic in s).  q_spec_gpu estimates the
- * mean |w| from a sample spread evenly over the tensor (every work-group
- * reads the same Q_SPEC_S4 * Q_GWG float4s, and adds them in the same order,
- * so every work-group gets the same band; the first writes it), takes the
- * band of 1/max(m, 1e-5) for the mean within Q_SPEC_Z standard errors of
- * the sample's, then reads every weight once: its exact sums as q_absum_gpu
- * (one piece a work-group) and each word's codes for the band, 3 (never a
- * code) where the band's ends disagree, into a scratch.  q_spec_fix merges
- * the pieces as q_merge_gpu does (every work-group the same sum, bit for
- * bit the CPU's d and s), and copies the scratch to the codes, computing
- * with s the float4s that hold a 3; when s falls outside the band (the
- * sample misled: rare) it computes every word from the weights instead, as
- * q_pack_gpu.  Either way the codes are q_pack_gpu's.  With NaN or Inf in
- * the weights it writes nothing.  Rows of a multiple of 128 columns only:
- * then word i of the tensor holds float4s 32 (i / 8) + (i % 8) + 8k, k < 4
- * (the layout of q_pack_gpu, rows back to back). */
-#ifndef Q_SPEC_S4
-#define Q_SPEC_S4 8 /* float4s of the sample per item of q_spec_gpu */
-#endif
-#ifndef Q_SPEC_Z
-#define Q_SPEC_Z 4.0 /* the band's half-width in standard errors of the sample mean */
-#endif
-#ifndef Q_SPEC_WPI
-#define Q_SPEC_WPI 2 /* words an item of q_spec_gpu loads at once (four float4s each) */
-#endif
-
-/* The codes of x times f (q_pack_gpu's) as the bytes of a uint. */
-inline uint qg_code4(float4 x, float f)
-{
-    x *= f;
-    return qg_code(x.x) | qg_code(x.y) << 8 | qg_code(x.z) << 16 | qg_code(x.w) << 24;
-}
-
-/* x's codes for every s in [lo, hi]: 3 where lo and hi disagree. */
-inline uint qg_code4_band(float4 x, float lo, float hi)
-{
-    const uint a = qg_code4(x, lo), b = qg_code4(x, hi), df = a ^ b;
-    return a | ((df | df >> 1) & 0x01010101u) * 3u;
-}
-
-#define QG_SUM_ABS(x)                                                                      \
-    {                                                                                      \
-        const uint4 u4_ = as_uint4(x) & (uint4)0x7fffffffu;                                \
-        QG_EACH4(u4_, (mx = max(mx, u), mn = min(mn, u - 1u), acc += (double)as_float(u), cnt++)) \
-    }
-
-__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
-q_spec_gpu(__global const float *w, bn_size nw, __global ulong *part, __global uint *flag, __global float *band,
-           __global uint *tent)
-{
-    __local ulong red[2 * Q_GWG];
-    __local uint smin[Q_GWG], smax[Q_GWG];
-    __local volatile uint wide;
-    const uint lid = get_local_id(0);
-    if (lid == 0) wide = 0;
-    __global const float4 *w4 = (__global const float4 *)w;
-    /* the sample: float4s j * step, j < ns (all the tensor's when it is short) */
-    const bn_size n4 = nw * 4, ns = min((bn_size)Q_SPEC_S4 * Q_GWG, n4), step = n4 / ns;
-    float4 sv[Q_SPEC_S4];
-#pragma unroll
-    for (int j = 0; j < Q_SPEC_S4; j++) {
-        const bn_size i = lid + (bn_size)j * Q_GWG;
-        sv[j] = i < ns ? fabs(w4[i * step]) : (float4)(0.0f);
-    }
-    double sa = 0.0, sq = 0.0;
-#pragma unroll
-    for (int j = 0; j < Q_SPEC_S4; j++) {
-        const double4 v = convert_double4(sv[j]);
-        sa += (v.x + v.y) + (v.z + v.w);
-        sq += (v.x * v.x + v.y * v.y) + (v.z * v.z + v.w * v.w);
-    }
-    __local double *rd = (__local double *)red; /* 2 * Q_GWG doubles */
-    rd[lid] = sa;
-    rd[Q_GWG + lid] = sq;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (uint t = Q_GWG / 2; t > 0; t >>= 1) {
-        if (lid < t) {
-            rd[lid] += rd[lid + t];
-            rd[Q_GWG + lid] += rd[Q_GWG + lid + t];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    const double cntd = (double)(ns * 4), m = rd[0] / cntd, var = max(rd[Q_GWG] / cntd - m * m, 0.0);
-    const double hw = Q_SPEC_Z * sqrt(var / cntd) + m * 0x1p-20;
-    float lo = (float)(1.0 / max(m + hw, 1e-5)), hi = (float)(1.0 / max(m - hw, 1e-5));
-    if (!isfinite(lo) || !isfinite(hi)) lo = hi = as_float(0x7fc00000u); /* q_spec_fix then computes every word */
-    if (get_group_id(0) == 0 && lid == 0) {
-        band[0] = lo;
-        band[1] = hi;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE); /* red is free again */
-    /* every weight once: the sums of q_absum_gpu's pass 1, the band's codes */
-    const bn_size ng = get_num_groups(0) * (bn_size)Q_GWG, gi = get_group_id(0) * (bn_size)Q_GWG + lid;
-    uint mx = 0, mn = 0xffffffffu, cnt = 0;
-    double acc = 0.0;
-    for (bn_size i0 = gi; i0 < nw; i0 += (bn_size)Q_SPEC_WPI * ng) {
-        float4 v[Q_SPEC_WPI][4];
-#pragma unroll
-        for (int u = 0; u < Q_SPEC_WPI; u++) {
-            const bn_size i = i0 + (bn_size)u * ng, b = (i >> 3) * 32 + (i & 7);
-#pragma unroll
-            for (int k = 0; k < 4; k++) v[u][k] = i < nw ? w4[b + 8 * k] : (float4)(0.0f);
-        }
-#pragma unroll
-        for (int u = 0; u < Q_SPEC_WPI; u++) { /* no break: the arrays stay in registers */
-            const bn_size i = i0 + (bn_size)u * ng;
-            if (i < nw) {
-                uint c = 0;
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    QG_SUM_ABS(v[u][k])
-                    c |= qg_code4_band(v[u][k], lo, hi) << (2 * k);
-                }
-                tent[i] = c;
-            }
-        }
-    }
-    ulong limb[Q_LIMBS]; /* the integer pass (rare) */
-    for (uint k = 0; k < Q_LIMBS; k++) limb[k] = 0;
-    const int slow = qg_slow(mx, mn, cnt);
-    if (slow)
-        for (bn_size i = gi; i < nw; i += ng)
-            for (int k = 0; k < 4; k++) {
-                const uint4 u4 = as_uint4(w4[(i >> 3) * 32 + (i & 7) + 8 * k]) & (uint4)0x7fffffffu;
-                QG_EACH4(u4, qg_add_exact(limb, u))
-            }
-    qg_piece(acc, mx, mn, slow, limb, lid, lid, Q_GWG, 1, part + get_group_id(0) * Q_LIMBS, flag, red, smin, smax,
-             &wide);
-}
-
-#ifndef Q_FIX_WPI
-#define Q_FIX_WPI 4 /* words an item of q_spec_fix reads at once */
-#endif
-
-__kernel __attribute__((reqd_work_group_size(Q_MWG, 1, 1))) void
-q_spec_fix(__global const float *w, bn_size nw, __global const ulong *part, bn_size pieces, __global const uint *flag,
-           __global const float *band, __global const uint *tent, __global uint *t2, __global float *d)
-{
-    __local ulong red[Q_LIMBS * Q_MWG], red2[Q_LIMBS * QG_MSPLIT];
-    if (flag[0] != 0u) return; /* NaN or Inf: nothing is written (the host reports it) */
-    const uint lid = get_local_id(0);
-    ulong acc[Q_LIMBS];
-    qg_merge_group(part, pieces, red, red2, lid, acc);
-    float dv, s;
-    qg_scale(acc, nw * 16, &dv, &s);
-    if (get_group_id(0) == 0 && lid == 0) d[0] = dv;
-    const int all = !(s >= band[0] && s <= band[1]);
-    __global const float4 *w4 = (__global const float4 *)w;
-    const bn_size ng = get_num_groups(0) * (bn_size)Q_MWG, gi = get_group_id(0) * (bn_size)Q_MWG + lid;
-    for (bn_size i0 = gi; i0 < nw; i0 += (bn_size)Q_FIX_WPI * ng) {
-        uint c[Q_FIX_WPI];
-#pragma unroll
-        for (int u = 0; u < Q_FIX_WPI; u++) {
-            const bn_size i = i0 + (bn_size)u * ng;
-            c[u] = i < nw ? tent[i] : 0u;
-        }
-#pragma unroll
-        for (int u = 0; u < Q_FIX_WPI; u++) {
-            const bn_size i = i0 + (bn_size)u * ng;
-            const uint amb = c[u] & c[u] >> 1 & 0x55555555u; /* the codes that are 3 */
-            uint v = c[u];
-            if (i < nw && (all || amb)) {
-                const bn_size b = (i >> 3) * 32 + (i & 7);
-#pragma unroll
-                for (int k = 0; k < 4; k++)
-                    if (all || (amb >> (2 * k) & 0x01010101u))
-                        v = (v & ~(0x03030303u << (2 * k))) | qg_code4(w4[b + 8 * k], s) << (2 * k);
-            }
-            if (i < nw) t2[i] = v;
-        }
-    }
 }
 #endif
 

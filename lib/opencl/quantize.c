@@ -134,9 +134,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * device with fp64.  Tuning hook: BITNET_QUANT_OPTS, e.g.
  * "-DQ_GWG=512 -DQ_PER_CU=4 -DQ_PACK_WG=128 -DQ_ITEM_F4=8" (work-group
  * size of the sums, work-groups per compute unit for a tensor, work-group
- * size of the packing, float4 words per work-item of short slices);
- * q_spec_gpu's and q_spec_fix's -DQ_SPEC_S4, -DQ_SPEC_Z, -DQ_SPEC_WPI and
- * -DQ_FIX_WPI go to the compiler as they are. */
+ * size of the packing, float4 words per work-item of short slices). */
 #define Q_GWG_DEF 256
 #define Q_PER_CU_DEF 4 /* H200 sweep (tests/device/quant-sweep.sh): 54.9 us per tensor at 4096x4096, 63.5 with 8 */
 /* q_pack_gpu taking the rows last to first (so that what q_absum_gpu read
@@ -222,7 +220,31 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * its codes from vector comparisons (27.9 against 26.1), two or four words
  * per item (a second call, q_pack_gpu's mean over 4096x4096 and 4097x4099
  * per tensor: 27.1-31.8 / 30.6-32.8 / 35.3-41.5 us for one, two and four
- * words at work-groups of 128, 256 and 512, two rounds). */
+ * words at work-groups of 128, 256 and 512, two rounds).
+ * Tried and not kept (2026-12-05; the code is in commits c80fe83 and
+ * 19596e1, reverted): per tensor in one read of the weights.  A code
+ * depends on s only through |w s| > 1/2, so for every s in a band [lo, hi]
+ * it is known where w lo and w hi give the same code.  q_spec_gpu took the
+ * band from a sample of 8192 values (the mean |w| within four standard
+ * errors), read every weight once for the exact sums (as q_absum_gpu) and
+ * the band's codes (3 where the ends disagree) into a scratch; q_spec_fix
+ * merged the sums (every work-group the same merge) and copied the codes,
+ * computing again the float4s that held a 3, or every word when s missed
+ * the band.  Bit for bit the _ref (tests with the band too narrow and too
+ * wide), but slower: H100, `bitnet-bench --device opencl --op
+ * quantize_weights --scale tensor`, kernel medians in us, three kernels /
+ * one read: 4096x4096 64.0-64.4 / 98.4-99.1, 14336x4096 207.0-207.3 /
+ * 262.0-269.2.  By tests/device/cltrace.c (4096x4096) q_absum_gpu 28.7-28.9,
+ * q_merge_gpu 7.1-7.3, q_pack_gpu 28.0-28.2 against q_spec_gpu 58 and
+ * q_spec_fix 41.  q_spec_fix without the reloads took 11 us: reading again
+ * the float4s that hold a 3 (about 19% of the words with bench's uniform
+ * weights) cost the rest; with all four float4s of such a word loaded at
+ * once it took 32.5 us, with a sample of 16384 values as well 28.4-28.6.
+ * q_spec_gpu without its sums took 37 us, without
+ * its codes 57: the exact sums cost 20 us more there than in q_absum_gpu,
+ * and neither four accumulators, nor the next words' loads issued before
+ * the sums, nor more work-groups (8 a compute unit: 44-50 us) closed it.
+ * The best combination took 84 us for the tensor. */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_MWG 256 /* q_merge_gpu's work-group (its reqd_work_group_size: the kernel's default) */
@@ -231,7 +253,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
 
 typedef struct {
     unsigned gwg, per_cu, pack_wg, item_f4;
-    char opts[320];
+    char opts[200];
 } gpu_tune;
 
 static unsigned opt_value(const char *opts, const char *key, unsigned def, unsigned lo, unsigned hi)
@@ -265,15 +287,8 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
  * division); with the option every row matched, in every run. */
 static void gpu_opts(gpu_tune *t, bitnet_scale_kind kind)
 {
-    int n = snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d -cl-fp32-correctly-rounded-divide-sqrt",
-                     Q_OPTS, t->gwg, kind == BITNET_SCALE_TENSOR);
-    /* q_spec_gpu's and q_spec_fix's tunables pass through as they are */
-    const char *user = getenv("BITNET_QUANT_OPTS");
-    for (const char *p = user ? strstr(user, "-DQ_") : NULL; p && n > 0 && (size_t)n < sizeof t->opts; p = strstr(p + 1, "-DQ_")) {
-        size_t len = strcspn(p, " ");
-        if ((strncmp(p, "-DQ_SPEC_", 9) == 0 || strncmp(p, "-DQ_FIX_WPI=", 12) == 0) && strspn(p + 4, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_=0123456789.e+-") >= len - 4)
-            n += snprintf(t->opts + n, sizeof t->opts - (size_t)n, " %.*s", (int)len, p);
-    }
+    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d -cl-fp32-correctly-rounded-divide-sqrt",
+             Q_OPTS, t->gwg, kind == BITNET_SCALE_TENSOR);
 }
 
 static uint64_t pow2_ceil(uint64_t v)
@@ -356,52 +371,6 @@ static bitnet_status gpu_pack(bn_ocl *o, const gpu_tune *t, cl_kernel kp, cl_mem
     return bn_ocl_run(o, kp, 2, g2, l2, "quantize_weights");
 }
 
-/* Per tensor with rows of a multiple of 128 columns: q_spec_gpu reads the
- * weights once (their exact sums, and the codes for a band of scales from a
- * sample) and q_spec_fix merges the sums and writes the codes and d,
- * computing again only the codes the band left open (kernels/quantize.cl).
- * Work-groups of q_spec_gpu: enough to fill the device (Q_PER_CU a compute
- * unit), and enough that no item sums more than Q_PER_ITEM values; of
- * q_spec_fix, Q_FIX_PER_CU a compute unit. */
-#define Q_FIX_PER_CU 2
-static int spec_fits(bitnet_scale_kind kind, uint64_t cols) { return kind == BITNET_SCALE_TENSOR && cols % 128 == 0; }
-
-static bitnet_status gpu_spec(bn_ocl *o, const gpu_tune *t, bufs *b, cl_mem bw, uint64_t rows, uint64_t cols,
-                              cl_mem bflag, cl_mem bt2, cl_mem bd)
-{
-    cl_kernel k1, k2;
-    bitnet_status st = bn_ocl_kernel(o, "quantize", "q_spec_gpu", t->opts, &k1);
-    if (!st) st = bn_ocl_kernel(o, "quantize", "q_spec_fix", t->opts, &k2);
-    if (st) return st;
-    if (bn_ocl_kernel_wg(o, k1) < t->gwg || bn_ocl_kernel_wg(o, k2) < Q_MWG)
-        return bn_fail(BITNET_E_DEVICE, "quantize_weights: the device takes work-groups of %zu < %u",
-                       bn_ocl_kernel_wg(o, k1), t->gwg);
-    const cl_ulong nw = rows * cols / 16;
-    const uint64_t cu = bn_ocl_get_caps(o)->compute_units ? bn_ocl_get_caps(o)->compute_units : 1;
-    uint64_t g1 = cu * t->per_cu, most = (nw + t->gwg - 1) / t->gwg, least = (nw * 16 + (uint64_t)t->gwg * Q_PER_ITEM - 1) / ((uint64_t)t->gwg * Q_PER_ITEM);
-    if (g1 > most) g1 = most;
-    if (g1 < least) g1 = least;
-    uint64_t g2 = cu * Q_FIX_PER_CU, most2 = (nw + Q_MWG - 1) / Q_MWG;
-    if (g2 > most2) g2 = most2;
-    cl_mem bpart, bband, btent;
-    if ((st = take(b, (size_t)g1 * Q_LIMBS * 8, &bpart)) || (st = take(b, 8, &bband)) ||
-        (st = take(b, (size_t)nw * 4, &btent)))
-        return st;
-    const cl_ulong pieces = g1;
-    if ((st = bn_ocl_args(o, k1, 6, sizeof bw, &bw, sizeof nw, &nw, sizeof bpart, &bpart, sizeof bflag, &bflag,
-                          sizeof bband, &bband, sizeof btent, &btent)))
-        return st;
-    size_t global = (size_t)g1 * t->gwg, local = t->gwg;
-    if ((st = bn_ocl_run(o, k1, 1, &global, &local, "quantize_weights"))) return st;
-    if ((st = bn_ocl_args(o, k2, 9, sizeof bw, &bw, sizeof nw, &nw, sizeof bpart, &bpart, sizeof pieces, &pieces,
-                          sizeof bflag, &bflag, sizeof bband, &bband, sizeof btent, &btent, sizeof bt2, &bt2,
-                          sizeof bd, &bd)))
-        return st;
-    global = (size_t)g2 * Q_MWG;
-    local = Q_MWG;
-    return bn_ocl_run(o, k2, 1, &global, &local, "quantize_weights");
-}
-
 bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols, bitnet_scale_kind kind,
                                       uint32_t group, uint8_t *out_t2, float *d)
 {
@@ -440,7 +409,6 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         if (st == BITNET_OK) st = bn_ocl_kernel(o, "quantize", "q_pack_gpu", tune.opts, &kp);
         if (st) return st;
     }
-    const int spec = gpu && spec_fits(kind, cols);
     /* pieces: each work-group (CPU layout) or segment (GPU layout) sums one piece of one slice */
     const uint64_t slice = kind == BITNET_SCALE_TENSOR ? n : kind == BITNET_SCALE_ROW ? cols : group;
     uint64_t items64 = (slice + Q_WG - 1) / Q_WG;
@@ -458,13 +426,12 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     float *s = gpu ? NULL : malloc((size_t)nsc * sizeof *s), *dh = gpu ? NULL : malloc((size_t)nsc * sizeof *dh);
     bufs b = {o, {0}, 0};
     bn_ocl_arg aw = {0}, at2 = {0}, ad = {0};
-    cl_mem bw = NULL, bpart = NULL, bflag = NULL, bs, bt2 = NULL;
+    cl_mem bw = NULL, bpart, bflag = NULL, bs, bt2 = NULL;
     if (!gpu && (!part || !s || !dh)) {
         st = bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
         goto out;
     }
-    if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) ||
-        (!spec && (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart))) ||
+    if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
         (st = bn_ocl_flag_get(o, 1, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) ||
         (st = bn_ocl_out(o, out_t2, tbytes, &at2)) || (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
         goto out;
@@ -473,20 +440,25 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
     if ((st = zero_flag(o, bflag))) goto out;
     cl_uint ckind = (cl_uint)kind;
     cl_ulong crows = rows, ccols = cols, cgroup = group ? group : 1, cpieces = pieces;
+    size_t global, local;
     if (gpu) {
-        if (spec) {
-            st = gpu_spec(o, &tune, &b, bw, rows, cols, bflag, bt2, ad.m);
-        } else { /* merged on the device: no host round trip before q_pack_gpu */
-            st = bn_ocl_args(o, ka, 11, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols,
-                             &ccols, sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof gg.plen, &gg.plen,
-                             sizeof gg.seg, &gg.seg, sizeof gg.nseg, &gg.nseg, sizeof bpart, &bpart, sizeof bflag,
-                             &bflag);
-            const size_t global = gg.groups * tune.gwg, local = tune.gwg;
-            if (!st) st = bn_ocl_run(o, ka, 1, &global, &local, "quantize_weights");
-            if (!st) st = gpu_merge(o, &tune, bpart, nsc, pieces, ckind, crows, ccols, cgroup, bflag, ad.m, bs);
-            if (!st) st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2);
-        }
+        st = bn_ocl_args(o, ka, 11, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols, &ccols,
+                         sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof gg.plen, &gg.plen, sizeof gg.seg,
+                         &gg.seg, sizeof gg.nseg, &gg.nseg, sizeof bpart, &bpart, sizeof bflag, &bflag);
+        global = gg.groups * tune.gwg;
+        local = tune.gwg;
+    } else {
+        st = bn_ocl_args(o, ka, 9, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols, &ccols,
+                         sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof items, &items, sizeof bpart, &bpart,
+                         sizeof bflag, &bflag);
+        global = (size_t)groups * Q_WG;
+        local = Q_WG;
+    }
+    if (st || (st = bn_ocl_run(o, ka, 1, &global, &local, "quantize_weights"))) goto out;
+    if (gpu) { /* merged on the device: no host round trip before q_pack_gpu */
+        st = gpu_merge(o, &tune, bpart, nsc, pieces, ckind, crows, ccols, cgroup, bflag, ad.m, bs);
         if (st) goto out;
+        if ((st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2))) goto out;
         /* outputs written in place on the device: no wait (one written
          * through a copy would take it even after a NaN) */
         const int defer = bn_ocl_in_place(&at2) && bn_ocl_in_place(&ad);
@@ -494,11 +466,6 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         st = bn_ocl_done(o, &ad, st);
         goto codes;
     }
-    size_t global = (size_t)groups * Q_WG, local = Q_WG;
-    st = bn_ocl_args(o, ka, 9, sizeof bw, &bw, sizeof ckind, &ckind, sizeof crows, &crows, sizeof ccols, &ccols,
-                     sizeof cgroup, &cgroup, sizeof cpieces, &cpieces, sizeof items, &items, sizeof bpart, &bpart,
-                     sizeof bflag, &bflag);
-    if (st || (st = bn_ocl_run(o, ka, 1, &global, &local, "quantize_weights"))) goto out;
     if ((st = nan_flag(o, &bflag, 0, "quantize_weights", w, cols, n))) goto out;
     if ((st = bn_ocl_download(o, bpart, 0, part, (size_t)groups * Q_LIMBS * 8))) goto out;
     for (uint64_t sl = 0; sl < nsc; sl++) {

@@ -46,7 +46,19 @@ static size_t piece_for(size_t bytes, size_t least)
  * end to end) 4, 12 and 16 threads against 8: 4096 x 14336 at 64 tokens
  * 203-221, 193-211 and 205 us against 192-198; at 512 tokens 1.3-2.1 ms,
  * 1.03-1.07 and 0.99-1.01 against 1.13-1.17; 16384 x 16384 at 64 tokens
- * 372-387, 390-401 and 387-406 against 367-373. */
+ * 372-387, 390-401 and 387-406 against 367-373.
+ * Again on an H100 machine (2026-12-05, weights kept, row scales, end to
+ * end, three alternating rounds, us), 8 threads / 16 / 8 with the pool's
+ * spin at 1 ms (BN_SPIN_US=1000) / 16 with it: 4096 x 14336 at 64 tokens
+ * 250-414 (170-184 in a call an hour before) / 154-160 / 173-197 / 151-169;
+ * 16384 x 16384 at 64 tokens 391-489 / 670-717 / 389-406 / 369-413; one
+ * token within the noise.  16 threads alone doubled the larger call (its
+ * copy threads fall asleep while the device works and wake slowly), and a
+ * spin of 1 ms keeps up to 16 host cores busy after every call for a gain
+ * the noise covers: neither kept.  A trace of the 64-token call
+ * (tests/device/cltrace.c) shows the host, not the device, on the critical
+ * path: 35-47 us quantizing each block of 32 tokens (1.8 MB of floats), 20
+ * us of OpenCL calls enqueueing it, 13 us copying the output out. */
 #define COPY_THREADS 8
 
 /* The pool of the staging copies, made at the first large copy (NULL when

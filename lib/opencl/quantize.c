@@ -244,7 +244,20 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * its codes 57: the exact sums cost 20 us more there than in q_absum_gpu,
  * and neither four accumulators, nor the next words' loads issued before
  * the sums, nor more work-groups (8 a compute unit: 44-50 us) closed it.
- * The best combination took 84 us for the tensor. */
+ * The best combination took 84 us for the tensor.
+ * A second design the same day (branch spec-quant, commit d21b5cc): tiles
+ * of 256 float4s walked as q_absum_gpu walks (consecutive items,
+ * consecutive float4s, the next round's loads in flight), the words
+ * assembled through local memory, and each float4 with an open code kept
+ * in a per-work-group stash, so that q_spec_fix sets those codes without
+ * reading the weights again (it runs over q_spec_gpu's work-groups, a
+ * fourth as many, each merging every piece).  Exact, and level with the
+ * three kernels: H100, three rounds, 4096x4096 66.0-66.6 us against
+ * 63.7-64.3, 14336x4096 204.0-205.0 against 206.5-207.5; q_spec_gpu 44-46
+ * us (the sample of the band's estimate about 2 of them), q_spec_fix 21.
+ * The one read costs 15 us more than q_absum_gpu's with its codes, and the
+ * fix 21 against the 35 of the merge and the packing it replaces: a tie,
+ * so the three kernels stay (one path fewer). */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_MWG 256 /* q_merge_gpu's work-group (its reqd_work_group_size: the kernel's default) */

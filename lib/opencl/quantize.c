@@ -255,7 +255,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * three kernels: H100, three rounds, 4096x4096 66.0-66.6 us against
  * 63.7-64.3, 14336x4096 204.0-205.0 against 206.5-207.5; q_spec_gpu 44-46
  * us (the sample of the band's estimate about 2 of them), q_spec_fix 21.
- * The one read costs 15 us more than q_absum_gpu's with its codes, and the
+ * The one read with its codes costs 17 us more than q_absum_gpu's, and the
  * fix 21 against the 35 of the merge and the packing it replaces: a tie,
  * so the three kernels stay (one path fewer). */
 #define Q_PACK_WG_DEF 256

@@ -55,13 +55,12 @@ static void rapl_open(const char *dir)
         unsigned n;
         char tail;
         if (sscanf(e->d_name, "intel-rapl:%u%c", &n, &tail) != 1) continue;
-        char p[sizeof E.path[0]], r[sizeof E.path[0]];
+        char *p = E.path[E.nrapl], r[sizeof E.path[0]]; /* the slot is taken only when the domain counts */
         unsigned long long v, range;
-        if ((size_t)snprintf(p, sizeof p, "%s/intel-rapl:%u/energy_uj", dir, n) >= sizeof p ||
+        if ((size_t)snprintf(p, sizeof E.path[0], "%s/intel-rapl:%u/energy_uj", dir, n) >= sizeof E.path[0] ||
             (size_t)snprintf(r, sizeof r, "%s/intel-rapl:%u/max_energy_range_uj", dir, n) >= sizeof r)
             continue; /* a path too long to read */
         if (read_u64(p, &v) || read_u64(r, &range) || range == 0) continue; /* absent, not readable, or no range */
-        snprintf(E.path[E.nrapl], sizeof E.path[0], "%s", p);
         E.range_j[E.nrapl] = (double)range * 1e-6;
         E.nrapl++;
     }

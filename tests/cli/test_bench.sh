@@ -182,16 +182,19 @@ fi
 # of 1 J in a range of 1.5 J): the reads are the check of rapl_open, the idle
 # window's two and the configuration's two, so both windows see the counter
 # wrap (0.5 -> 0.0 and 1.0 -> 0.5) and must come out at 1 J, not -0.5.
-# Under load a value can be lost between the feeder's writes (a read then
-# spans two steps: 2 J, wrapped to 0.5), so 0.5 J passes too; a sign of
-# the wrap left in is a negative reading.
+# A value merges with the next (and is lost: the read then spans two steps,
+# 2 J wrapped to 0.5) when a read keeps the FIFO open past the feeder's
+# pause, which 10 ms did not always cover under CI's load (the idle check
+# failed in two full runs of .ci/run); the pause is 0.2 s, each read waits
+# at most that long for its value, and 0.5 J still passes.  A sign of the wrap left
+# in is a negative reading.
 mkdir -p "$T/rapl-none" "$T/rapl/intel-rapl:0" "$T/rapl/intel-rapl:0:0"
 expect_rc 2 "--rapl-dir without --energy: usage error" bench --op add --shape 8 --rapl-dir "$T/rapl-none"
 expect_rc 0 "--rapl-dir, no domain there" bench $EN --device cpu --format csv --rapl-dir "$T/rapl-none"
 expect_err "no readable RAPL under $T/rapl-none" "--rapl-dir, no domain there: named"
 echo 1500000 >"$T/rapl/intel-rapl:0/max_energy_range_uj"
 mkfifo "$T/rapl/intel-rapl:0/energy_uj"
-(v=0; while :; do v=$(((v + 1000000) % 1500000)); echo $v >"$T/rapl/intel-rapl:0/energy_uj" || break; sleep 0.01; done) &
+(v=0; while :; do v=$(((v + 1000000) % 1500000)); echo $v >"$T/rapl/intel-rapl:0/energy_uj" || break; sleep 0.2; done) &
 feeder=$!
 expect_rc 0 "--rapl-dir, a wrapping counter" timeout 60 bitnet-bench $FAST $EN --device cpu --format csv --rapl-dir "$T/rapl"
 kill $feeder 2>/dev/null

@@ -184,10 +184,10 @@ fi
 # wrap (0.5 -> 0.0 and 1.0 -> 0.5) and must come out at 1 J, not -0.5.
 # A value merges with the next (and is lost: the read then spans two steps,
 # 2 J wrapped to 0.5) when a read keeps the FIFO open past the feeder's
-# pause, which 10 ms did not always cover under CI's load (the idle check
-# failed in two full runs of .ci/run); the pause is 0.2 s, each read waits
-# at most that long for its value, and 0.5 J still passes.  A sign of the wrap left
-# in is a negative reading.
+# 0.2 s pause, so 0.5 J passes too.  A read waits up to that pause for its
+# value; the tool's clock runs between the reads, not around them, so the
+# idle window stays 2 s (a full run of .ci/run once saw the idle check fail
+# when the waits counted).  A sign of the wrap left in is a negative reading.
 mkdir -p "$T/rapl-none" "$T/rapl/intel-rapl:0" "$T/rapl/intel-rapl:0:0"
 expect_rc 2 "--rapl-dir without --energy: usage error" bench --op add --shape 8 --rapl-dir "$T/rapl-none"
 expect_rc 0 "--rapl-dir, no domain there" bench $EN --device cpu --format csv --rapl-dir "$T/rapl-none"

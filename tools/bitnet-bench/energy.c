@@ -101,10 +101,12 @@ void bench_energy_start(bench_energy *e, const char *device)
 {
     memset(e, 0, sizeof *e);
     e->gpu = strncmp(device, "opencl", 6) == 0;
-    e->t0 = bench_now_ms();
     if (e->gpu) e->j0[0] = nvml_joules();
     else
         for (int i = 0; i < E.nrapl; i++) e->j0[i] = rapl_raw(i);
+    /* the clock starts after the reads (and stops before them): a slow read,
+     * a FIFO under --rapl-dir, does not stretch the window */
+    e->t0 = bench_now_ms();
 }
 
 /* Joules since bench_energy_start; NAN when the device has no counter. */

@@ -31,6 +31,19 @@ INLINE __m512i LD_REG(const int8_t *p)
  * a read roofline of 24 GB/s on a Zen 4 VM (4 KiB pages; the hardware
  * prefetcher alone did not run far enough ahead of this loop), with it at
  * 21-27 GB/s; L1 prefetches or distances under 8 KiB gained less.
+ * Again on such a VM (2026-12-05; 4096 x 14336, one token, rotated, tensor
+ * scale, bitnet-bench --min-time 3, medians in ms of 4 runs each, 1 / 2
+ * threads): the hint T1 0.65-0.70 / 0.39-0.51, T2 0.66-0.74 / 0.48-0.50,
+ * T0 1.21-1.27 / 0.66-0.73, NTA 1.23-1.32 / 0.65-0.70, no prefetch
+ * 1.37-1.45 / 0.73-0.85; distances of 12, 24, 48 and 96 KiB (3 runs)
+ * 0.65-0.72, 0.68-0.71, 0.69-0.75, 0.73-0.78 / 0.38-0.52 across the four.
+ * Transparent huge pages for every mapping (the kernel's "always" against
+ * "madvise"; nothing here asks for them) raised one thread's plain read
+ * from 23-25 to 30-31 GB/s, this loop far less: one thread faster in 3 of
+ * 5 alternating pairs (0.67-0.77 against 0.65-0.81 ms), two threads in 5
+ * of 6 by 0-9% (0.39-0.53 against 0.40-0.54), inside the VM's spread from
+ * run to run; with the prefetch the loop does not wait on page walks, and
+ * no allocation asks for huge pages.
  *
  * NR rows rb bytes apart at once (gemv2: two): each 64-byte activation load
  * feeds every row, 3 loads per 4 vpdpbusd a row instead of 5, and each row's

@@ -753,7 +753,12 @@ static void requant_tokens(void *arg, uint64_t begin, uint64_t end)
 /* Pieces of about BL_PIECE bytes of weights, but at least 4 per thread.
  * The one-token kernel prefetches ahead only inside its piece, so each piece
  * starts cold: with 64 KiB pieces 2 threads took 0.86-1.17 ms (median) for
- * 4096 x 14336 against 0.53-1.05 ms with 1 MiB pieces (busy 2-core VM). */
+ * 4096 x 14336 against 0.53-1.05 ms with 1 MiB pieces (busy 2-core VM).
+ * Tried and not kept (Zen 4 VM, 2026-12-05, three alternating rounds, one
+ * thread, medians in ms): the first 24 KiB of each piece prefetched at once
+ * before its rows, 0.72-0.80 against 0.72-0.78 with 1 MiB pieces, and
+ * 0.82-0.84 against 0.84-0.88 with 256 KiB pieces (two threads: within the
+ * noise); the cold start of a piece is not what a thread waits on. */
 /* The tiles are bound by the tile unit, not by memory: their pieces are
  * whole row tiles, at least as many per thread as below (never larger than
  * the pieces above), so that the threads end together.  The rule above gave

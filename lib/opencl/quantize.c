@@ -266,6 +266,7 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
 
 typedef struct {
     unsigned gwg, per_cu, pack_wg, item_f4;
+    int fused; /* per-tensor scales in one kernel (q_tensor_gpu) */
     char opts[200];
 } gpu_tune;
 
@@ -288,6 +289,7 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
     t->per_cu = opt_value(user, "-DQ_PER_CU=", Q_PER_CU_DEF, 1, 1024);
     t->pack_wg = opt_value(user, "-DQ_PACK_WG=", Q_PACK_WG_DEF, 1, 1024);
     t->item_f4 = opt_value(user, "-DQ_ITEM_F4=", Q_ITEM_F4_DEF, 1, 64);
+    t->fused = c->has_int64_atomics && opt_value(user, "-DQ_FUSED=", 1, 0, 1);
     return 1;
 }
 
@@ -300,8 +302,10 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
  * division); with the option every row matched, in every run. */
 static void gpu_opts(gpu_tune *t, bitnet_scale_kind kind)
 {
-    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d -cl-fp32-correctly-rounded-divide-sqrt",
-             Q_OPTS, t->gwg, kind == BITNET_SCALE_TENSOR);
+    if (kind != BITNET_SCALE_TENSOR) t->fused = 0;
+    snprintf(t->opts, sizeof t->opts,
+             "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d -DQ_FUSED=%d -cl-fp32-correctly-rounded-divide-sqrt", Q_OPTS,
+             t->gwg, kind == BITNET_SCALE_TENSOR, t->fused);
 }
 
 static uint64_t pow2_ceil(uint64_t v)
@@ -384,6 +388,31 @@ static bitnet_status gpu_pack(bn_ocl *o, const gpu_tune *t, cl_kernel kp, cl_mem
     return bn_ocl_run(o, kp, 2, g2, l2, "quantize_weights");
 }
 
+/* q_tensor_gpu (kernels/quantize.cl): a per-tensor quantization in one
+ * kernel, gg's work-groups summing and then one packing each Q_GWG words.
+ * Its counters and sums live in bn_ocl_counters' buffer, which the
+ * kernel's last work-group zeroes again. */
+static bitnet_status gpu_fused(bn_ocl *o, const gpu_tune *t, const gpu_grid *gg, cl_mem bw, uint64_t rows,
+                               uint64_t cols, cl_mem bflag, cl_mem bd, cl_mem bt2)
+{
+    cl_kernel k;
+    cl_mem acc;
+    bitnet_status st = bn_ocl_counters(o, &acc);
+    if (st || (st = bn_ocl_kernel(o, "quantize", "q_tensor_gpu", t->opts, &k))) return st;
+    const cl_ulong crows = rows, ccols = cols, nw = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK * 8,
+                   groups = gg->groups, words = rows * nw, npack = (words + t->gwg - 1) / t->gwg;
+    if ((st = bn_ocl_args(o, k, 13, sizeof bw, &bw, sizeof crows, &crows, sizeof ccols, &ccols, sizeof gg->pieces,
+                          &gg->pieces, sizeof gg->plen, &gg->plen, sizeof gg->seg, &gg->seg, sizeof gg->nseg, &gg->nseg,
+                          sizeof groups, &groups, sizeof nw, &nw, sizeof acc, &acc, sizeof bflag, &bflag,
+                          sizeof bd, &bd, sizeof bt2, &bt2)))
+        return st;
+    if (npack > (SIZE_MAX / t->gwg) - groups)
+        return bn_fail(BITNET_E_OVERFLOW, "quantize_weights: %llu x %llu is too many work-groups",
+                       (unsigned long long)rows, (unsigned long long)cols);
+    const size_t local = t->gwg, global = (size_t)(groups + npack) * local;
+    return bn_ocl_run(o, k, 1, &global, &local, "quantize_weights");
+}
+
 bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols, bitnet_scale_kind kind,
                                       uint32_t group, uint8_t *out_t2, float *d)
 {
@@ -444,12 +473,18 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         st = bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
         goto out;
     }
-    if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
-        (st = bn_ocl_flag_get(o, 1, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) ||
-        (st = bn_ocl_out(o, out_t2, tbytes, &at2)) || (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
+    const int fused = gpu && tune.fused;
+    if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) ||
+        (!fused && (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart))) || (st = bn_ocl_flag_get(o, 1, &bflag)) ||
+        (!fused && (st = take(&b, (size_t)nsc * 4, &bs))) || (st = bn_ocl_out(o, out_t2, tbytes, &at2)) ||
+        (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
         goto out;
     bw = aw.m;
     bt2 = at2.m;
+    if (fused) { /* q_tensor_gpu writes the flag, 0 or 1 */
+        if ((st = gpu_fused(o, &tune, &gg, bw, rows, cols, bflag, ad.m, bt2))) goto out;
+        goto flag;
+    }
     if ((st = zero_flag(o, bflag))) goto out;
     cl_uint ckind = (cl_uint)kind;
     cl_ulong crows = rows, ccols = cols, cgroup = group ? group : 1, cpieces = pieces;
@@ -472,6 +507,7 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         st = gpu_merge(o, &tune, bpart, nsc, pieces, ckind, crows, ccols, cgroup, bflag, ad.m, bs);
         if (st) goto out;
         if ((st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2))) goto out;
+    flag:;
         /* outputs written in place on the device: no wait (one written
          * through a copy would take it even after a NaN) */
         const int defer = bn_ocl_in_place(&at2) && bn_ocl_in_place(&ad);

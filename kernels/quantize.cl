@@ -790,13 +790,6 @@ inline void qf_fence(void)
 #endif
 }
 
-inline void qf_pause(void)
-{
-#ifdef __NV_CL_C_VERSION
-    asm volatile("nanosleep.u32 256;" ::: "memory");
-#endif
-}
-
 /* acc += piece pc (qg_write's words) with atomic adds. */
 inline void qf_add_piece(volatile __global ulong *acc, const ulong *pc)
 {
@@ -851,7 +844,8 @@ q_tensor_gpu(__global const float *w, bn_size rows, bn_size cols, bn_size pieces
     }
     if (lid == 0) {
         ulong r;
-        while (((r = acc[QF_READY]) >> 32) == 0) qf_pause();
+        while (((r = acc[QF_READY]) >> 32) == 0) /* a load from L2 a round: the spin costs the stream little */
+            ;
         qf_fence();
         ls = as_float((uint)r);
     }

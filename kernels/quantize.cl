@@ -824,10 +824,8 @@ q_tensor_gpu(__global const float *w, bn_size rows, bn_size cols, bn_size pieces
         ulong pc[Q_LIMBS];
         qg_absum(w, 1u, rows, cols, 1, pieces, plen, seg, nseg, tk, (__global uint *)(acc + QF_NAN), red, smin, smax,
                  &wide, pc);
-        if (lid % seg == 0 && tk * (Q_GWG / seg) + lid / seg < nseg) { /* the item holding a piece */
-            qf_add_piece(acc, pc);
-            qf_fence(); /* this item's adds are done before its work-group counts itself */
-        }
+        if (lid % seg == 0 && tk * (Q_GWG / seg) + lid / seg < nseg) qf_add_piece(acc, pc); /* the item holding a piece */
+        qf_fence(); /* every item's adds (and NaN flag) are done before its work-group counts itself */
         barrier(CLK_GLOBAL_MEM_FENCE);
         if (lid != 0) return;
         qf_fence();

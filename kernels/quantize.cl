@@ -371,10 +371,12 @@ inline ulong qg_ctz64(ulong x) { return 63UL - clz(x & (0UL - x)); }
 
 /* Writes a piece: v = lo + hi 2^64 (units 2^(e - 149)) in the short form when
  * it has at most 64 significant bits, else as 11 carried 32-bit limbs. */
-inline void qg_write(ulong *p, ulong lo, ulong hi, uint e)
+inline void qg_write(__global ulong *p, ulong lo, ulong hi, uint e)
 {
-    for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
-    if (lo == 0 && hi == 0) return;
+    if (lo == 0 && hi == 0) {
+        for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
+        return;
+    }
     uint tz = lo ? (uint)qg_ctz64(lo) : 64u + (uint)qg_ctz64(hi);
     if (tz >= 64u) lo = hi >> (tz - 64u), hi = 0;
     else if (tz) lo = (lo >> tz) | (hi << (64u - tz)), hi >>= tz;
@@ -393,18 +395,15 @@ inline void qg_write(ulong *p, ulong lo, ulong hi, uint e)
     for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k]; /* carry-save, below 2^34 each (the top one < 2^34 too) */
 }
 
-/* The body of q_absum_gpu for work-group number grp: the item that holds
- * its segment's piece (the segment's first, where gs < nseg) writes it to
- * out (qg_write's words).  The caller tells which item that is: a flag
- * returned from here after the barriers came out the same in every item
- * of a work-group on PoCL 3. */
-inline void qg_absum(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
-                     bn_size plen, uint seg, bn_size nseg, bn_size grp, __global uint *flag, __local ulong *red,
-                     __local uint *smin, __local uint *smax, volatile __local uint *wide_, ulong *out)
+__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
+q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
+            bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
 {
-#define wide (*wide_)
+    __local ulong red[2 * Q_GWG];
+    __local uint smin[Q_GWG], smax[Q_GWG];
+    __local volatile uint wide;
     const uint lid = get_local_id(0), tid = lid % seg;
-    const bn_size gs = grp * (Q_GWG / seg) + lid / seg;
+    const bn_size gs = get_group_id(0) * (Q_GWG / seg) + lid / seg;
     if (lid == 0) wide = 0;
     bn_size b = 0, e = 0, start = 0, slen = 0;
     if (gs < nseg) {
@@ -485,6 +484,7 @@ inline void qg_absum(__global const float *w, uint kind, bn_size rows, bn_size c
     const uint E = smin[lid - tid], T = smax[lid - tid];
     if (E != 0xffffffffu && T - E > 119u) atomic_or(&wide, 1u);
     barrier(CLK_LOCAL_MEM_FENCE);
+    __global ulong *p = part + gs * Q_LIMBS;
     if (!wide) {
         /* every item's sum is v 2^(sh - E) < 2^119 in units of 2^(E - 149): two words, with carries */
         ulong lo = 0, hi = 0;
@@ -505,10 +505,9 @@ inline void qg_absum(__global const float *w, uint kind, bn_size rows, bn_size c
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
-        if (tid == 0 && gs < nseg) {
-            qg_write(out, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
-        }
-    } else {
+        if (tid == 0 && gs < nseg) qg_write(p, red[lid], red[Q_GWG + lid], E == 0xffffffffu ? 0u : E);
+        return;
+    }
     /* some item's or segment's range is too wide for 128 bits: 11 limbs,
      * added limb by limb through local memory (the integer pass left its
      * limbs carried, which is the same value) */
@@ -532,40 +531,23 @@ inline void qg_absum(__global const float *w, uint kind, bn_size rows, bn_size c
             hi = k;
         }
     }
-    if (tid == 0 && gs < nseg) {
-    for (int k = 0; k < Q_LIMBS; k++) out[k] = 0;
-    if (lo >= 0) {
+    if (tid != 0 || gs >= nseg) return;
+    if (lo < 0) {
+        for (int k = 0; k < Q_LIMBS; k++) p[k] = 0;
+        return;
+    }
     uint tz = qg_ctz(wd[lo]);
     uint top = 32u * (uint)hi + 31u - clz(wd[hi]), bot = 32u * (uint)lo + tz;
     if (top - bot < 64u && bot <= 224u) { /* the short form (lo + hi 2^32) 2^bot */
         ulong w01 = (ulong)wd[lo] | (lo + 1 < Q_LIMBS ? (ulong)wd[lo + 1] << 32 : 0UL);
         ulong w2 = lo + 2 < Q_LIMBS ? (ulong)wd[lo + 2] : 0UL;
         ulong v = tz ? (w01 >> tz) | (w2 << (64u - tz)) : w01;
-        out[0] = v & 0xffffffffUL;
-        out[1] = v >> 32;
-        out[2] = bot;
-        out[Q_LIMBS - 1] = Q_SHORT;
+        p[0] = v & 0xffffffffUL;
+        p[1] = v >> 32;
+        p[2] = bot;
+        p[Q_LIMBS - 1] = Q_SHORT;
     } else {
-        for (int k = 0; k < Q_LIMBS; k++) out[k] = wd[k];
-    }
-    }
-    }
-    }
-#undef wide
-}
-
-__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
-q_absum_gpu(__global const float *w, uint kind, bn_size rows, bn_size cols, bn_size group, bn_size pieces,
-            bn_size plen, uint seg, bn_size nseg, __global ulong *part, __global uint *flag)
-{
-    __local ulong red[2 * Q_GWG];
-    __local uint smin[Q_GWG], smax[Q_GWG];
-    __local volatile uint wide;
-    ulong pc[Q_LIMBS];
-    qg_absum(w, kind, rows, cols, group, pieces, plen, seg, nseg, get_group_id(0), flag, red, smin, smax, &wide, pc);
-    const bn_size gs = get_group_id(0) * (Q_GWG / seg) + get_local_id(0) / seg;
-    if (get_local_id(0) % seg == 0 && gs < nseg) {
-        for (int k = 0; k < Q_LIMBS; k++) part[gs * Q_LIMBS + k] = pc[k];
+        for (int k = 0; k < Q_LIMBS; k++) p[k] = wd[k];
     }
 }
 
@@ -607,10 +589,9 @@ inline void qg_add_words(ulong *acc, const ulong *v)
     }
 }
 
-/* Slice sl's d (written) and s (returned) from its summed limbs
- * (carry-save, units 2^-149). */
-inline float qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
-                       __global float *d)
+/* Slice sl's d and s from its summed limbs (carry-save, units 2^-149). */
+inline void qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn_size cols, bn_size group,
+                      __global float *d, __global float *s)
 {
     uint wd[Q_LIMBS + 2];
     ulong c = 0;
@@ -643,7 +624,7 @@ inline float qg_finish(const ulong *acc, uint kind, bn_size sl, bn_size rows, bn
     float dv = len ? (float)(sum / (double)len) : 0.0f;
     if (dv < 1e-5f) dv = 1e-5f;
     d[sl] = dv;
-    return 1.0f / dv; /* correctly rounded: the program is built with -cl-fp32-correctly-rounded-divide-sqrt */
+    s[sl] = 1.0f / dv; /* correctly rounded: the program is built with -cl-fp32-correctly-rounded-divide-sqrt */
 }
 
 __kernel __attribute__((reqd_work_group_size(Q_MWG, 1, 1))) void
@@ -663,7 +644,7 @@ q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, 
         ulong v[Q_LIMBS];
         for (int k = 0; k < Q_LIMBS; k++) acc[k] = 0, v[k] = part[sl * Q_LIMBS + k];
         qg_add_words(acc, v);
-        s[sl] = qg_finish(acc, kind, sl, rows, cols, group, d);
+        qg_finish(acc, kind, sl, rows, cols, group, d, s);
         return;
     }
     /* a work-group per slice: each item's pieces, then the limbs added in
@@ -708,7 +689,7 @@ q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, 
         barrier(CLK_LOCAL_MEM_FENCE);
         if (lid == 0) {
             for (int k = 0; k < Q_LIMBS; k++) acc[k] = red[k];
-            s[sl] = qg_finish(acc, kind, sl, rows, cols, group, d);
+            qg_finish(acc, kind, sl, rows, cols, group, d, s);
         }
         barrier(CLK_LOCAL_MEM_FENCE); /* red and red2 are free for the next slice */
     }
@@ -721,24 +702,6 @@ q_merge_gpu(__global const ulong *part, bn_size nsc, bn_size pieces, uint kind, 
  * sub-block sb: s[r * sr + min(sb >> gshift, last)]. */
 inline uint qg_code(float p) { return 1u + (p > 0.5f ? 1u : 0u) - (p < -0.5f ? 1u : 0u); }
 
-/* The T2 word of row wr from column c0: columns c0 + 32 k + t (k, t =
- * 0..3) at bits 8 t + 2 k, sub-block k scaled by f[k]; 0 past cols. */
-inline uint qg_word(__global const float *wr, bn_size cols, bn_size c0, const float *f)
-{
-    uint v = 0;
-    for (uint k = 0; k < 4; k++) {
-        const bn_size c = c0 + 32 * k;
-        if (c + 4 <= cols) {
-            float4 x = ((cols & 3) == 0) ? *(__global const float4 *)(wr + c) : vload4(0, wr + c);
-            x *= f[k];
-            v |= (qg_code(x.x) | qg_code(x.y) << 8 | qg_code(x.z) << 16 | qg_code(x.w) << 24) << (2 * k);
-        } else {
-            for (uint t = 0; t < 4; t++) v |= (c + t < cols ? qg_code(wr[c + t] * f[k]) : 1u) << (8 * t + 2 * k);
-        }
-    }
-    return v;
-}
-
 __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_size sr, uint gshift, bn_size last,
                          __global const float *s, __global uint *t2)
 {
@@ -748,119 +711,21 @@ __kernel void q_pack_gpu(__global const float *w, bn_size cols, bn_size nw, bn_s
     __global const float *wr = w + r * cols;
     __global const float *sc = s + r * sr;
     if (isnan(sc[0])) return; /* q_merge_gpu: the weights hold NaN or Inf, nothing is written */
-    float f[4];
+    uint v = 0;
     for (uint k = 0; k < 4; k++) {
-        const bn_size si = ((i >> 3) * 4 + k) >> gshift;
-        f[k] = sc[si < last ? si : last];
+        const bn_size c = c0 + 32 * k, sb = (i >> 3) * 4 + k;
+        bn_size si = sb >> gshift;
+        const float f = sc[si < last ? si : last];
+        if (c + 4 <= cols) {
+            float4 x = ((cols & 3) == 0) ? *(__global const float4 *)(wr + c) : vload4(0, wr + c);
+            x *= f;
+            v |= (qg_code(x.x) | qg_code(x.y) << 8 | qg_code(x.z) << 16 | qg_code(x.w) << 24) << (2 * k);
+        } else {
+            for (uint t = 0; t < 4; t++) v |= (c + t < cols ? qg_code(wr[c + t] * f) : 1u) << (8 * t + 2 * k);
+        }
     }
-    t2[r * nw + i] = qg_word(wr, cols, c0, f);
+    t2[r * nw + i] = v;
 }
-
-#if Q_FUSED
-/* q_tensor_gpu: a per-tensor quantization in one kernel, so that nothing
- * separates the two reads of the weights (no launch, no profiling event,
- * and the second read finds in L2 what the first read last).  Each
- * work-group takes a ticket (acc[QF_TICKET]) when it starts: the first
- * `groups` tickets sum a piece each, exactly as q_absum_gpu, and add it to
- * eleven carry-save limbs with 64-bit atomic adds (integers: any order);
- * the one that finishes last rounds the sum as q_merge_gpu does and
- * publishes s with a flag bit (acc[QF_READY]).  Later tickets wait for that
- * word, then each packs Q_GWG words of T2 in order from the tensor's start
- * (q_absum_gpu walks it from the end, so the first rows were read last).
- * A work-group waits only for tickets taken before its own, by work-groups
- * already running, so the kernel needs no more work-groups at once than
- * the device runs: any grid is safe on any device with int64 atomics.
- * flag[0] becomes 1 when the weights hold NaN or Inf (nothing is packed
- * then), else 0.  The last packing work-group zeroes acc for the next call
- * (the host zeroes it before the first). */
-#pragma OPENCL EXTENSION cl_khr_int64_base_atomics : enable
-#define QF_NAN 11    /* acc words: 0..10 the limbs, then */
-#define QF_TICKET 12 /* the tickets taken */
-#define QF_DONE 13   /* the sums added */
-#define QF_READY 14  /* (1 << 32) | bits of s once published */
-#define QF_FIN 15    /* the packing work-groups finished */
-#define QF_WORDS 16
-
-inline void qf_fence(void)
-{
-#ifdef __NV_CL_C_VERSION
-    asm volatile("membar.gl;" ::: "memory");
-#else
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
-#endif
-}
-
-/* acc += piece pc (qg_write's words) with atomic adds. */
-inline void qf_add_piece(volatile __global ulong *acc, const ulong *pc)
-{
-    if (pc[Q_LIMBS - 1] == Q_SHORT) { /* pc0 + pc1 2^32 at 2^e: three 32-bit words from limb e / 32 */
-        const uint e = (uint)pc[2], i = e >> 5, b = e & 31u;
-        const ulong x = pc[0] | pc[1] << 32;
-        if (x == 0) return;
-        atom_add(acc + i, (x << b) & 0xffffffffUL);
-        atom_add(acc + i + 1, (b ? x >> (32u - b) : x >> 32) & 0xffffffffUL);
-        if (b) atom_add(acc + i + 2, x >> (64u - b));
-    } else {
-        for (int k = 0; k < Q_LIMBS; k++)
-            if (pc[k]) atom_add(acc + k, pc[k]);
-    }
-}
-
-__kernel __attribute__((reqd_work_group_size(Q_GWG, 1, 1))) void
-q_tensor_gpu(__global const float *w, bn_size rows, bn_size cols, bn_size pieces, bn_size plen, uint seg,
-             bn_size nseg, bn_size groups, bn_size nw, volatile __global ulong *acc, __global uint *flag,
-             __global float *d, __global uint *t2)
-{
-    __local ulong red[2 * Q_GWG];
-    __local uint smin[Q_GWG], smax[Q_GWG];
-    __local volatile uint wide;
-    __local ulong ticket;
-    __local float ls;
-    const uint lid = get_local_id(0);
-    if (lid == 0) ticket = atom_inc(acc + QF_TICKET);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const bn_size tk = ticket;
-    if (tk < groups) {
-        ulong pc[Q_LIMBS];
-        qg_absum(w, 1u, rows, cols, 1, pieces, plen, seg, nseg, tk, (__global uint *)(acc + QF_NAN), red, smin, smax,
-                 &wide, pc);
-        if (lid % seg == 0 && tk * (Q_GWG / seg) + lid / seg < nseg) qf_add_piece(acc, pc); /* the item holding a piece */
-        qf_fence(); /* every item's adds (and NaN flag) are done before its work-group counts itself */
-        barrier(CLK_GLOBAL_MEM_FENCE);
-        if (lid != 0) return;
-        qf_fence();
-        if (atom_inc(acc + QF_DONE) != groups - 1) return;
-        qf_fence(); /* the last: every piece is in the limbs */
-        ulong a[Q_LIMBS];
-        for (int k = 0; k < Q_LIMBS; k++) a[k] = atom_add(acc + k, 0UL);
-        const int bad = atom_add(acc + QF_NAN, 0UL) != 0;
-        const float sv = bad ? as_float(0x7fc00000u) : qg_finish(a, 1u, 0, rows, cols, 1, d);
-        flag[0] = bad ? 1u : 0u;
-        qf_fence();
-        atom_xchg(acc + QF_READY, (1UL << 32) | as_uint(sv));
-        return;
-    }
-    if (lid == 0) {
-        ulong r;
-        while (((r = acc[QF_READY]) >> 32) == 0) /* a load from L2 a round: the spin costs the stream little */
-            ;
-        qf_fence();
-        ls = as_float((uint)r);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    const float sv = ls;
-    const bn_size g = (tk - groups) * Q_GWG + lid;
-    if (!isnan(sv) && g < rows * nw) {
-        const bn_size r = g / nw, i = g - r * nw;
-        const float f[4] = {sv, sv, sv, sv};
-        t2[g] = qg_word(w + r * cols, cols, (i >> 3) * 128 + (i & 7) * 4, f);
-    }
-    if (lid == 0 && atom_inc(acc + QF_FIN) == (rows * nw + Q_GWG - 1) / Q_GWG - 1) {
-        qf_fence(); /* every work-group has read what it needed: ready for the next call */
-        for (int k = 0; k < QF_WORDS; k++) atom_xchg(acc + k, 0UL);
-    }
-}
-#endif
 #endif
 
 /* BitLinear's float activations, one work-group of Q_RWG items (a power of

@@ -14,7 +14,7 @@ typedef struct bn_ocl bn_ocl; /* one device: context, queue, programs, buffer po
 
 typedef struct {
     char name[256], vendor[256], driver[128], platform_version[256], c_version[128];
-    int is_gpu, is_nvidia, has_fp64, has_int64_atomics, unified_memory;
+    int is_gpu, is_nvidia, has_fp64, unified_memory;
     cl_uint compute_units, clock_mhz;
     cl_ulong global_mem, local_mem, max_alloc;
     size_t max_wg;
@@ -91,13 +91,6 @@ bitnet_status bn_ocl_out(bn_ocl *o, void *p, size_t bytes, bn_ocl_arg *a);
 bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a);
 /* Zeroes the first bytes (rounded up to 4) of m, in order with the ops. */
 bitnet_status bn_ocl_fill0(bn_ocl *o, cl_mem m, size_t bytes);
-
-/* A buffer of BN_OCL_COUNTERS bytes, zero at its first use, kept for the
- * backend's life: for kernels that count work-groups through atomics and
- * leave it zero again when they finish (one such kernel at a time, on the
- * one queue). */
-#define BN_OCL_COUNTERS 128
-bitnet_status bn_ocl_counters(bn_ocl *o, cl_mem *m);
 /* 1 when p is host memory that bn_ocl_in would upload (not a device address, not kept). */
 int bn_ocl_is_host(const bn_ocl *o, const void *p, size_t bytes);
 /* 1 when the operand is device memory of a bitnet_buffer (an output there is not downloaded). */

@@ -95,7 +95,6 @@ struct bn_ocl {
     unsigned slot_used;
     int status_failed; /* could not be made: flags are pooled buffers */
     uint64_t device_peak;
-    cl_mem counters; /* bn_ocl_counters */
     /* kept weights (keep.c): a tsearch tree of bn_ocl_kept nodes by host address */
     void *kept;
     uint64_t kept_bytes;

@@ -303,23 +303,6 @@ static bitnet_status checks_finish(bn_ocl *o, check_reads *r, int waited)
     return st;
 }
 
-bitnet_status bn_ocl_counters(bn_ocl *o, cl_mem *m)
-{
-    if (!o->counters) {
-        cl_int err;
-        cl_mem c = bn_test_fail("alloc") ? NULL : clCreateBuffer(o->ctx, CL_MEM_READ_WRITE, BN_OCL_COUNTERS, NULL, &err);
-        if (!c) return bn_fail(BITNET_E_DEVICE_MEMORY, "opencl: could not make the counters' buffer");
-        bitnet_status st = bn_ocl_fill0(o, c, BN_OCL_COUNTERS);
-        if (st) {
-            clReleaseMemObject(c);
-            return st;
-        }
-        o->counters = c;
-    }
-    *m = o->counters;
-    return BITNET_OK;
-}
-
 void bn_ocl_checks_free(bn_ocl *o)
 {
     free(o->checks);
@@ -328,8 +311,6 @@ void bn_ocl_checks_free(bn_ocl *o)
     for (int i = 0; i < BN_OCL_SLOTS; i++)
         if (o->slot[i]) clReleaseMemObject(o->slot[i]);
     if (o->status) clReleaseMemObject(o->status);
-    if (o->counters) clReleaseMemObject(o->counters);
-    o->counters = NULL;
     memset(o->slot, 0, sizeof o->slot);
     o->status = NULL;
     o->slot_used = 0;

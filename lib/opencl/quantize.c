@@ -257,7 +257,24 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * us (the sample of the band's estimate about 2 of them), q_spec_fix 21.
  * The one read with its codes costs 17 us more than q_absum_gpu's, and the
  * fix 21 against the 35 of the merge and the packing it replaces: a tie,
- * so the three kernels stay (one path fewer). */
+ * so the three kernels stay (one path fewer).
+ * Tried and not kept (2026-12-05, commits 0f59475..c2f7ee4, reverted): per
+ * tensor in one kernel, q_tensor_gpu, so that no launch or profiling event
+ * separates the two reads.  Each work-group took a ticket (a 64-bit atomic
+ * in a buffer kept zero between calls); the first tickets summed as
+ * q_absum_gpu and added their pieces to eleven carry-save limbs with 64-bit
+ * atomic adds, the last of them rounded and published s, the later tickets
+ * waited for it (only on work-groups already running: safe on any grid)
+ * and packed, from the tensor's start.  Bit for bit the _ref on PoCL and
+ * on the H100 (test_quantize), but slower: H100, three alternating rounds
+ * of tests/device/quant-ab.sh, kernel medians in us, three kernels / one:
+ * 4096x4096 63.2 / 68.1-68.8, 14336x4096 202.5-202.9 / 220.0-220.3,
+ * 4097x4099 65.2 / 71.3-72.0 (Q_PER_CU=8: 74.2-74.4); the caller's view
+ * (--resident --timer e2e) 81.8-82.8 / 88.7-90.0 at 4096x4096, a chained
+ * call 68.8-69.1 / 73.1-73.4.  torch's unfused expression took 242-244 us
+ * in the same call (3.8x the three kernels).  Holding the packing
+ * work-groups resident while the sums run, and the sums' code in every
+ * work-group of the kernel, cost more than the launch saved. */
 #define Q_PACK_WG_DEF 256
 #define Q_ITEM_F4_DEF 4 /* float4 words per work-item at least, where slices are short (rows, groups) */
 #define Q_MWG 256 /* q_merge_gpu's work-group (its reqd_work_group_size: the kernel's default) */
@@ -266,7 +283,6 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
 
 typedef struct {
     unsigned gwg, per_cu, pack_wg, item_f4;
-    int fused; /* per-tensor scales in one kernel (q_tensor_gpu) */
     char opts[200];
 } gpu_tune;
 
@@ -289,7 +305,6 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
     t->per_cu = opt_value(user, "-DQ_PER_CU=", Q_PER_CU_DEF, 1, 1024);
     t->pack_wg = opt_value(user, "-DQ_PACK_WG=", Q_PACK_WG_DEF, 1, 1024);
     t->item_f4 = opt_value(user, "-DQ_ITEM_F4=", Q_ITEM_F4_DEF, 1, 64);
-    t->fused = c->has_int64_atomics && opt_value(user, "-DQ_FUSED=", 1, 0, 1);
     return 1;
 }
 
@@ -302,10 +317,8 @@ static int use_gpu_layout(bn_ocl *o, gpu_tune *t)
  * division); with the option every row matched, in every run. */
 static void gpu_opts(gpu_tune *t, bitnet_scale_kind kind)
 {
-    if (kind != BITNET_SCALE_TENSOR) t->fused = 0;
-    snprintf(t->opts, sizeof t->opts,
-             "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d -DQ_FUSED=%d -cl-fp32-correctly-rounded-divide-sqrt", Q_OPTS,
-             t->gwg, kind == BITNET_SCALE_TENSOR, t->fused);
+    snprintf(t->opts, sizeof t->opts, "%s -DQ_GPU -DQ_GWG=%u -DQ_ABSUM_DESC=%d -cl-fp32-correctly-rounded-divide-sqrt",
+             Q_OPTS, t->gwg, kind == BITNET_SCALE_TENSOR);
 }
 
 static uint64_t pow2_ceil(uint64_t v)
@@ -388,31 +401,6 @@ static bitnet_status gpu_pack(bn_ocl *o, const gpu_tune *t, cl_kernel kp, cl_mem
     return bn_ocl_run(o, kp, 2, g2, l2, "quantize_weights");
 }
 
-/* q_tensor_gpu (kernels/quantize.cl): a per-tensor quantization in one
- * kernel, gg's work-groups summing and then one packing each Q_GWG words.
- * Its counters and sums live in bn_ocl_counters' buffer, which the
- * kernel's last work-group zeroes again. */
-static bitnet_status gpu_fused(bn_ocl *o, const gpu_tune *t, const gpu_grid *gg, cl_mem bw, uint64_t rows,
-                               uint64_t cols, cl_mem bflag, cl_mem bd, cl_mem bt2)
-{
-    cl_kernel k;
-    cl_mem acc;
-    bitnet_status st = bn_ocl_counters(o, &acc);
-    if (st || (st = bn_ocl_kernel(o, "quantize", "q_tensor_gpu", t->opts, &k))) return st;
-    const cl_ulong crows = rows, ccols = cols, nw = (cols + BITNET_T2_BLOCK - 1) / BITNET_T2_BLOCK * 8,
-                   groups = gg->groups, words = rows * nw, npack = (words + t->gwg - 1) / t->gwg;
-    if ((st = bn_ocl_args(o, k, 13, sizeof bw, &bw, sizeof crows, &crows, sizeof ccols, &ccols, sizeof gg->pieces,
-                          &gg->pieces, sizeof gg->plen, &gg->plen, sizeof gg->seg, &gg->seg, sizeof gg->nseg, &gg->nseg,
-                          sizeof groups, &groups, sizeof nw, &nw, sizeof acc, &acc, sizeof bflag, &bflag,
-                          sizeof bd, &bd, sizeof bt2, &bt2)))
-        return st;
-    if (npack > (SIZE_MAX / t->gwg) - groups)
-        return bn_fail(BITNET_E_OVERFLOW, "quantize_weights: %llu x %llu is too many work-groups",
-                       (unsigned long long)rows, (unsigned long long)cols);
-    const size_t local = t->gwg, global = (size_t)(groups + npack) * local;
-    return bn_ocl_run(o, k, 1, &global, &local, "quantize_weights");
-}
-
 bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, uint64_t cols, bitnet_scale_kind kind,
                                       uint32_t group, uint8_t *out_t2, float *d)
 {
@@ -473,18 +461,12 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         st = bn_fail(BITNET_E_NOMEM, "quantize_weights: out of memory");
         goto out;
     }
-    const int fused = gpu && tune.fused;
-    if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) ||
-        (!fused && (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart))) || (st = bn_ocl_flag_get(o, 1, &bflag)) ||
-        (!fused && (st = take(&b, (size_t)nsc * 4, &bs))) || (st = bn_ocl_out(o, out_t2, tbytes, &at2)) ||
-        (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
+    if ((st = bn_ocl_in(o, w, (size_t)n * 4, &aw)) || (st = take(&b, (size_t)groups * Q_LIMBS * 8, &bpart)) ||
+        (st = bn_ocl_flag_get(o, 1, &bflag)) || (st = take(&b, (size_t)nsc * 4, &bs)) ||
+        (st = bn_ocl_out(o, out_t2, tbytes, &at2)) || (st = bn_ocl_out(o, d, (size_t)nsc * 4, &ad)))
         goto out;
     bw = aw.m;
     bt2 = at2.m;
-    if (fused) { /* q_tensor_gpu writes the flag, 0 or 1 */
-        if ((st = gpu_fused(o, &tune, &gg, bw, rows, cols, bflag, ad.m, bt2))) goto out;
-        goto flag;
-    }
     if ((st = zero_flag(o, bflag))) goto out;
     cl_uint ckind = (cl_uint)kind;
     cl_ulong crows = rows, ccols = cols, cgroup = group ? group : 1, cpieces = pieces;
@@ -507,7 +489,6 @@ bitnet_status bn_ocl_quantize_weights(void *ctx, const float *w, uint64_t rows, 
         st = gpu_merge(o, &tune, bpart, nsc, pieces, ckind, crows, ccols, cgroup, bflag, ad.m, bs);
         if (st) goto out;
         if ((st = gpu_pack(o, &tune, kp, bw, kind, group, cols, rows, bs, bt2))) goto out;
-    flag:;
         /* outputs written in place on the device: no wait (one written
          * through a copy would take it even after a NaN) */
         const int defer = bn_ocl_in_place(&at2) && bn_ocl_in_place(&ad);

@@ -153,7 +153,6 @@ void bn_ocl_fill_caps(cl_platform_id p, cl_device_id d, bn_ocl_caps *c)
         if (ext && clGetDeviceInfo(d, CL_DEVICE_EXTENSIONS, extlen, ext, NULL) == CL_SUCCESS) {
             ext[extlen] = 0;
             if (strstr(ext, "cl_khr_fp64")) c->has_fp64 = 1;
-            if (strstr(ext, "cl_khr_int64_base_atomics")) c->has_int64_atomics = 1;
         }
         free(ext);
     }

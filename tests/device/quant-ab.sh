@@ -2,8 +2,7 @@
 # quant-ab.sh - OpenCL weight quantization on the GPU machine (after
 # `. .device/env.sh`, with .device staged): the default build against the
 # same build with each BITNET_QUANT_OPTS of VARIANTS (separated by "|";
-# default "-DQ_FUSED=0", the three kernels per tensor), in ROUNDS
-# alternating rounds: kernel medians
+# default "-DQ_PER_CU=8"), in ROUNDS alternating rounds: kernel medians
 # (profiled) per tensor and with row scales, the caller's view of device
 # buffers (--resident --timer e2e) and a chain of device-resident calls
 # (--resident --chain 20), and torch's unfused expression
@@ -14,7 +13,7 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 ROUNDS=${ROUNDS:-3}
 SHAPES=${SHAPES:-4096x4096,14336x4096,4097x4099}
-VARIANTS=${VARIANTS:--DQ_FUSED=0}
+VARIANTS=${VARIANTS:--DQ_PER_CU=8}
 B=.device/bin/bitnet-bench
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 if [ -n "${UNIT:-}" ]; then
@@ -26,6 +25,7 @@ one() { # label, opts, bench args...
     shift 2
     echo "== $label r$r" >> "$OUT/ab.md"
     BITNET_QUANT_OPTS=$opts timeout 120 "$B" --device opencl --op quantize_weights --format md "$@" >> "$OUT/ab.md" 2>> "$OUT/stderr.txt"
+    echo >> "$OUT/ab.md" # the chain's note ends without a newline
 }
 for r in $(seq 1 "$ROUNDS"); do
     IFS='|' read -r -a vs <<< "|$VARIANTS"

@@ -589,9 +589,7 @@ static void fast_opencl(void **state)
 }
 
 /* The GPU layout of the OpenCL quantizer (kernels/quantize.cl, *_gpu), forced
- * on whatever device there is, with the default (per-tensor scales in one
- * kernel, q_tensor_gpu), three odd geometries, and per-tensor scales in
- * three kernels (-DQ_FUSED=0) with the defaults and an odd geometry. */
+ * on whatever device there is, with the default and three odd geometries. */
 static void opencl_gpu_layout(void **state)
 {
     (void)state;
@@ -605,8 +603,8 @@ static void opencl_gpu_layout(void **state)
     /* the last: over a thousand pieces a long slice, so that q_merge_gpu's
      * items take several rounds of pieces */
     const char *tunes[] = {NULL, "-DQ_GWG=32 -DQ_PER_CU=1 -DQ_PACK_WG=7", "-DQ_GWG=512 -DQ_PER_CU=64 -DQ_PACK_WG=64",
-                           "-DQ_GWG=32 -DQ_PER_CU=1024", "-DQ_FUSED=0", "-DQ_FUSED=0 -DQ_GWG=32 -DQ_PER_CU=1024"};
-    for (int t = 0; t < 6; t++) {
+                           "-DQ_GWG=32 -DQ_PER_CU=1024"};
+    for (int t = 0; t < 4; t++) {
         char what[96];
         snprintf(what, sizeof what, "opencl gpu layout %s", tunes[t] ? tunes[t] : "(defaults)");
         if (tunes[t]) setenv("BITNET_QUANT_OPTS", tunes[t], 1);

@@ -25,7 +25,6 @@ one() { # label, opts, bench args...
     shift 2
     echo "== $label r$r" >> "$OUT/ab.md"
     BITNET_QUANT_OPTS=$opts timeout 120 "$B" --device opencl --op quantize_weights --format md "$@" >> "$OUT/ab.md" 2>> "$OUT/stderr.txt"
-    echo >> "$OUT/ab.md" # the chain's note ends without a newline
 }
 for r in $(seq 1 "$ROUNDS"); do
     IFS='|' read -r -a vs <<< "|$VARIANTS"

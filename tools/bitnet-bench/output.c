@@ -114,10 +114,15 @@ static void write_human(FILE *f, int md, const bench_row *rows, size_t n)
             fprintf(f, "|\n");
         }
     }
-    if (md)
+    if (md) { /* the notes: a list after a blank line, each item a line of its own */
+        int first = 1;
         for (size_t i = 0; i < n; i++)
-            if (!rows[i].hidden && *rows[i].note)
-                fprintf(f, "\n- %s %s on %s: %s", rows[i].op, rows[i].shape, rows[i].device, rows[i].note);
+            if (!rows[i].hidden && *rows[i].note) {
+                fprintf(f, "%s- %s %s on %s: %s\n", first ? "\n" : "", rows[i].op, rows[i].shape, rows[i].device,
+                        rows[i].note);
+                first = 0;
+            }
+    }
 }
 
 static void csv_field(FILE *f, const char *s, int last)

@@ -11,7 +11,8 @@
 # usage: bash tests/device/mma-sweep.sh        (about 1-3 minutes)
 # env:   SHAPES (timed, default 16384x16384,4096x14336), TOKENS (8,16,64),
 #        CHECK=0 (no checks), CHECK_SHAPES, CHECK_TOKENS, BENCH (the bench binary), ONLY="1 3" (1-based
-#        indices of the settings below).
+#        indices of the settings below), SETTINGS="a|b" (these settings instead
+#        of the list below, separated by "|"; an empty one is the host's choice).
 set -u
 [ -d .device/bin ] && export PATH="$PWD/.device/bin:$PATH"
 B=${BENCH:-bitnet-bench}
@@ -39,6 +40,7 @@ SETS=(
     "-DMMA_KP=6"
     "-DMMA_KP=12"
 )
+[ -n "${SETTINGS:-}" ] && IFS='|' read -r -a SETS <<< "$SETTINGS"
 sel=${ONLY:-$(seq 1 ${#SETS[@]})}
 
 command -v "$B" > /dev/null || { echo "mma-sweep: $B not found" >&2; exit 2; }

@@ -332,7 +332,14 @@ static bitnet_status mma_local_fits(const bn_ocl_caps *caps, uint64_t lbytes)
  * 31 us with one part against 30-31 + 9 (bl_mma_sum) with two.  Below one
  * per compute unit the parts win by far (4096x14336 at 64 tokens 42 us
  * with 5 against 65 with one; 16384x16384 at 8 tokens 48 with 3 against
- * 72). */
+ * 72).  More parts than the host's choice did not pay at 64 tokens (H100,
+ * 2026-12-06, `SETTINGS="|-DMMA_KP=3|-DMMA_KP=4|-DMMA_KP=6|-DMMA_KP=8"
+ * TOKENS=64 bash tests/device/mma-sweep.sh`, the host's choice and 4 parts
+ * run twice, kernel medians of the product in us, the host's choice / 3 / 4
+ * / 6 / 8 / one part): 4096x14336 45.3-45.4 / 56.4 / 49.4-49.5 / 49.1 /
+ * 45.5 / 105.2; 14336x4096 54.2-54.6 / 54.4 / 61.9-62.3 / 63.5 / 71.2 /
+ * 53.1; 16384x16384 112.1-112.6 / 110.6 / 141.5-142.2 / 122.4 / 134.2 /
+ * 148.1; 4096x4096 35.3-35.6 / 37.4 / 34.7-35.0 / 36.8 / 35.5 / 47.5. */
 #define MMA_FILL 2
 #define MMA_MIN_CHUNKS 2
 #define MMA_PART_BYTES ((uint64_t)64 << 20)

@@ -136,7 +136,16 @@ static double merge_pieces(const uint64_t *part, uint64_t pieces)
  * size of the sums, work-groups per compute unit for a tensor, work-group
  * size of the packing, float4 words per work-item of short slices). */
 #define Q_GWG_DEF 256
-#define Q_PER_CU_DEF 4 /* H200 sweep (tests/device/quant-sweep.sh): 54.9 us per tensor at 4096x4096, 63.5 with 8 */
+/* Work-groups per compute unit for a tensor: H200 sweep (tests/device/
+ * quant-sweep.sh): 54.9 us per tensor at 4096x4096, 63.5 with 8.  Fewer
+ * lost too (H100, 2026-12-06, two alternating rounds of `ROUNDS=2
+ * VARIANTS="-DQ_PER_CU=2|-DQ_PER_CU=3" bash tests/device/quant-ab.sh`,
+ * kernel medians in us, 4 / 3 / 2): 4096x4096 64.3-64.5 / 73.2-73.3 /
+ * 79.0-79.4, 4097x4099 66.8-67.2 / 76.4-76.5 / 82.2-82.6, 14336x4096
+ * 206.8-206.9 / 206.6-206.7 / 206.4-206.8; a chain of 20 calls at
+ * 4096x4096 69.8-69.9 / 78.6-79.0 / 85.2-85.3 a call.  torch's expression
+ * took 243.6-244.4 us in the same call. */
+#define Q_PER_CU_DEF 4
 /* q_pack_gpu taking the rows last to first (so that what q_absum_gpu read
  * last might still be in L2) was no faster: 52.6-55.2 against 51.1-54.3 us
  * per tensor at 4096x4096, H200, three alternating rounds, 2026-11-26.

@@ -38,6 +38,12 @@
  * to a CPU of its own): 8 threads 117-135 us against 117-137, 16 threads
  * 80-90 against 85-94, three rounds.  At 8 threads a share is 1.8 MiB, most
  * of a 2 MiB L2, and a loop over it gets little from an LRU cache.
+ * A longer spin (BN_SPIN_US=2000, built with CPPFLAGS) on the 2-vCPU Zen 4
+ * VM, 2026-12-06, ten alternating rounds of `bitnet-bench --device cpu --op
+ * copy,bitlinear --shape 4096x14336 --tokens 1 --scale tensor`: one token
+ * 0.416-0.601 ms (median of the rounds 0.548) against 0.499-0.613 (0.558),
+ * 80-98% of the same round's read against 62-99%: within that VM's noise,
+ * so the hand-off is not what keeps it under 85% in some runs.
  */
 #include "threads.h"
 

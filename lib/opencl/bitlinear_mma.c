@@ -155,6 +155,29 @@
  * mixed at 64 (4096x14336 30.9 against 32.3, 16384x16384 83.9-86.0
  * against 82.9-83.1).  Not a win everywhere: the code stays on the branch
  * mma-lean.
+ * Tried again and not kept (H100, driver 580.159.04, 2026-12-06, one call,
+ * two alternating rounds, one launch per product: BITNET_OCL_BLOCK_TOKENS=0,
+ * kernel sources swapped by BITNET_KERNEL_DIR, kernel medians in us): the
+ * checked loop kept as it is and a second loop for full tiles (every row
+ * and token of the work-group live, the part whole chunks), its copies and
+ * code loads unchecked (284 instructions per 64 mma against 371 by
+ * tests/device/sass-loop.sh, 230 registers against 150).  64 tokens
+ * 4096x14336 30.4 against 32.3-32.5, 14336x4096 31.0-35.3 against
+ * 31.6-32.3, 16384x16384 80.7-80.9 against 80.2-80.4, 4096x4096 20.3-24.0
+ * against 20.6-21.6; 512 tokens slower everywhere: 124.6-125.3 against
+ * 111.1-111.8, 173.6-174.2 against 159.1-159.5, 520.0-522.1 against 456.7-
+ * 456.8, 50.8-51.2 against 47.2-47.3.  The full loop alone (every tile
+ * full, 160 registers): 64 tokens 30.1-30.4, 32.8-34.4, 80.2-80.6,
+ * 25.3-29.3; 512 tokens 119.5, 174.3-175.7, 491.6-493.7, 50.0-50.3; with
+ * one row tile a warp (104 registers, twice the work-groups) 37.3-37.7,
+ * 40.4, 115.2-115.6, 23.2-28.1 and 209.7-210.0, 193.0-193.2, 729.9-732.5,
+ * 74.6-75.0.  Fewer instructions did not make the loop faster.  The
+ * default list of tests/device/mma-sweep.sh in the same call, 64 tokens in
+ * one launch, found nothing better than the host's choice (4096x14336
+ * 32.2, 14336x4096 33.7, 16384x16384 80.0, 4096x4096 20.3 us): 3 stages,
+ * 16-token passes with 4 stages, 6 k parts and one row tile of 8 warps
+ * came within 1-2 us on some shapes and were slower on others; one 64-token
+ * pass 104.1 on 16384x16384, signed codes 89.0.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"
@@ -188,7 +211,18 @@
  * (4096x4096 10.4-11.5 against 12.3-13.4 us, 4096x14336 at 2 and 4 tokens
  * 18.8-21.2 against 20.4-20.9) and lost on the wide ones (16384x16384 at 8
  * tokens 56-57 us).  2 row tiles alone: 4096x4096 11.4-12.1 us against
- * 12.3-13.4 at 2 to 8 tokens, slower on the three other shapes. */
+ * 12.3-13.4 at 2 to 8 tokens, slower on the three other shapes.
+ * The settings again on an H100 (2026-12-06, one call, one run of each,
+ * product in one launch, kernel medians at 4 / 8 tokens in us; the
+ * defaults: 4 row tiles, 8 warps, one segment in flight): 4096x14336
+ * 21.3 / 21.6, 14336x4096 15.6 / 17.3, 16384x16384 34.6 / 37.3, 4096x4096
+ * 12.0 / 13.5.  2 row tiles 22.9 / 24.6, 17.7 / 21.7, 40.8 / 56.3, 12.9 /
+ * 13.6; one row tile 18.9 / 27.0, 22.6 / 32.2, 53.4 / 89.0, 12.1 / 14.5
+ * (with 4 warps 22.6 / 27.4, 17.8 / 27.6, 52.7 / 89.9, 13.3 / 15.6); 2
+ * segments in flight 25.3 / 28.2, 21.2 / 23.0, 55.0 / 59.0, 13.7 / 14.7,
+ * and with 2 row tiles 19.3 / 21.6, 18.2 / 23.0, 39.8 / 54.2, 11.7 / 13.0.
+ * The defaults stay: nothing won at 8 tokens, where 4096x14336 (14.7 MB)
+ * takes 21.6 us, the one-token GEMV 12.8 (the README's H100 table). */
 #define MMA_SKINNY_MAX 8
 #define MMA_SKINNY_WIDE 16
 #define MMA_SKINNY_IN 8192

@@ -222,7 +222,27 @@
  * segments in flight 25.3 / 28.2, 21.2 / 23.0, 55.0 / 59.0, 13.7 / 14.7,
  * and with 2 row tiles 19.3 / 21.6, 18.2 / 23.0, 39.8 / 54.2, 11.7 / 13.0.
  * The defaults stay: nothing won at 8 tokens, where 4096x14336 (14.7 MB)
- * takes 21.6 us, the one-token GEMV 12.8 (the README's H100 table). */
+ * takes 21.6 us, the one-token GEMV 12.8 (the README's H100 table).
+ * Where the 8-token time goes (another H100 call the same day, kernel
+ * sources with switches leaving parts out, swapped by BITNET_KERNEL_DIR;
+ * 4096x14336 / 14336x4096 / 16384x16384 / 4096x4096, medians of two or
+ * three runs in us): the defaults 20.4-22.7 / 15.9-18.3 / 35.2-38.1 /
+ * 13.6-15.0, the one-token GEMV 13.3 / 15.5 / 31.1 / 10.0.  Codes not
+ * loaded (made from the indices) 15.7-17.3 / 13.6-14.0 / 26.7-27.5 /
+ * 10.2-10.7; activations not loaded 18.6-20.1 / 13.8-16.3 / 31.9-33.4 /
+ * 11.9-13.3; neither 11.7 / 8.7 / 13.7 / 7.3; the mma replaced by integer
+ * adds 22.9-23.9 / 16.9-18.4 / 36.9-37.9 / 12.6-12.7; no sums through
+ * local memory at the end 20.4-21.6 / 15.1-16.1 / 35.0-35.2 / 10.9-11.9.
+ * So the tensor cores cost nothing and each warp's steps wait on the code
+ * and activation loads together.  Tried and not kept, same call: the codes
+ * masked in place instead of shifted (4^sh times the code, a set of sums
+ * per shift added exactly at the end, as bl_gemv_nv4 does; 280
+ * instructions per 32 mma against 398, 168 registers against 94) 24.0-25.4
+ * / 21.2-22.4 / 51.8-52.5 / 13.5-15.1, with 2 row tiles 21.5 / 23.3 / 53.1
+ * / 12.4; the next step's codes prefetched into L2 (prefetch.global.L2)
+ * one step ahead 21.9-22.6 / 18.9-20.8 / 43.7-44.5 / 13.8-14.8, two steps
+ * 24.0-24.1 / 16.6-17.0 / 45.8-46.4 / 13.4-13.5.  16 warps a work-group
+ * do not launch (CL_KERNEL_WORK_GROUP_SIZE 256). */
 #define MMA_SKINNY_MAX 8
 #define MMA_SKINNY_WIDE 16
 #define MMA_SKINNY_IN 8192

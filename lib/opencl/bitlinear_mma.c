@@ -242,7 +242,17 @@
  * / 12.4; the next step's codes prefetched into L2 (prefetch.global.L2)
  * one step ahead 21.9-22.6 / 18.9-20.8 / 43.7-44.5 / 13.8-14.8, two steps
  * 24.0-24.1 / 16.6-17.0 / 45.8-46.4 / 13.4-13.5.  16 warps a work-group
- * do not launch (CL_KERNEL_WORK_GROUP_SIZE 256). */
+ * do not launch (CL_KERNEL_WORK_GROUP_SIZE 256).
+ * K parts over work-groups, so that the 64 work-groups of a 4096-row shape
+ * become 128 to 256 with 4 row tiles each (the parts' sums finished by
+ * bl_mma_sum, as bl_gemm_mma's), a third H100 call, two rounds, 8 tokens,
+ * the kernels of the product added: the defaults 20.4 / 16.1-16.2 /
+ * 35.6-35.9 / 12.4, 2 parts 20.9-21.3 / 21.5-21.8 / 42.2-42.4 / 15.3-15.6,
+ * 3 parts 21.3-21.6 / 23.4-23.7 / 45.5-45.9 / 16.1-16.3, 4 parts 19.6-19.7
+ * / 25.0-25.1 / 47.6-47.9 / 16.1, 2 parts of 8 row tiles 29.2-29.3 /
+ * 22.2-22.3 / 46.0-47.4 / 16.9-17.1 (4 tokens alike).  Exact on the H100
+ * and under emulation, but 4% at best on one shape, and bl_mma_sum's launch
+ * costs the others more: not kept. */
 #define MMA_SKINNY_MAX 8
 #define MMA_SKINNY_WIDE 16
 #define MMA_SKINNY_IN 8192

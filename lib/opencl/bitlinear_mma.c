@@ -174,10 +174,11 @@
  * 74.6-75.0.  Fewer instructions did not make the loop faster.  The
  * default list of tests/device/mma-sweep.sh in the same call, 64 tokens in
  * one launch, found nothing better than the host's choice (4096x14336
- * 32.2, 14336x4096 33.7, 16384x16384 80.0, 4096x4096 20.3 us): 3 stages,
- * 16-token passes with 4 stages, 6 k parts and one row tile of 8 warps
- * came within 1-2 us on some shapes and were slower on others; one 64-token
- * pass 104.1 on 16384x16384, signed codes 89.0.
+ * 32.2, 14336x4096 33.7, 16384x16384 80.0, 4096x4096 20.3 us): 3 stages
+ * (31.4 / 35.8 / 79.8 / 21.5), 16-token passes with 4 stages (31.7 / 33.7
+ * / 96.9 / 20.7) and 6 k parts (29.9 / 57.5 / 101.0 / 28.7) were faster on
+ * one shape and slower on others, one row tile of 8 warps slower on all;
+ * one 64-token pass 104.1 on 16384x16384, signed codes 89.0.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

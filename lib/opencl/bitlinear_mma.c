@@ -231,7 +231,7 @@
  * 13.6-15.0, the one-token GEMV 13.3 / 15.5 / 31.1 / 10.0.  Codes not
  * loaded (made from the indices) 15.7-17.3 / 13.6-14.0 / 26.7-27.5 /
  * 10.2-10.7; activations not loaded 18.6-20.1 / 13.8-16.3 / 31.9-33.4 /
- * 11.9-13.3; neither 11.7 / 8.7 / 13.7 / 7.3; the mma replaced by integer
+ * 11.9-13.3; neither (one run) 11.7 / 8.7 / 13.7 / 7.3; the mma replaced by integer
  * adds 22.9-23.9 / 16.9-18.4 / 36.9-37.9 / 12.6-12.7; no sums through
  * local memory at the end 20.4-21.6 / 15.1-16.1 / 35.0-35.2 / 10.9-11.9.
  * So the tensor cores cost nothing and each warp's steps wait on the code

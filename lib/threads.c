@@ -3,7 +3,9 @@
  * [0, n) into contiguous ranges.  The calling thread takes part, so a pool
  * of T threads has T-1 workers.  A call made while the pool is busy (another
  * thread, or a range function calling back in) runs inline instead of
- * waiting, so nesting can never deadlock.
+ * waiting, so nesting can never deadlock.  A section may also be begun and
+ * ended apart (bn_parallel_begin, bn_parallel_end): the workers start on it
+ * while the caller does something else, and the caller joins in at the end.
  *
  * Hand-off: a sleeping thread takes tens of microseconds to wake on a
  * virtual machine (futex wake, then an interrupt to an idle virtual CPU),
@@ -252,36 +254,47 @@ void bn_pool_free(bn_pool *p)
 
 int bn_pool_threads(const bn_pool *p) { return p ? p->threads : 1; }
 
-void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg)
+/* Publishes a section of `chunks` ranges, the first `first` of them already
+ * taken (by the caller), or runs it inline (returns 0) where the pool
+ * cannot take it: one chunk, no workers, a range function calling back in,
+ * or the pool busy with another section (another thread's, or one this
+ * thread began and has not ended). */
+static int publish(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg, uint64_t first, uint64_t *nchunks)
 {
-    if (n == 0) return;
     if (grain == 0) grain = 1;
     uint64_t chunks = n / grain;
     int threads = bn_pool_threads(p);
     if (chunks > (uint64_t)threads) chunks = (uint64_t)threads;
     if (chunks <= 1 || !p || p->nworkers == 0 || in_worker || pthread_mutex_trylock(&p->busy) != 0) {
         fn(arg, 0, n);
-        return;
+        return 0;
     }
     /* Publish the section: its fields, then its number (release, and
      * sequentially consistent against the sleepers' count: either a worker
      * about to sleep sees the new number, or this sees it counted and wakes
-     * it).  The caller keeps chunk 0. */
+     * it). */
     const uint64_t gen = p->generation + 1;
     __atomic_store_n(&p->fn, fn, __ATOMIC_RELAXED);
     __atomic_store_n(&p->arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&p->n, n, __ATOMIC_RELAXED);
     __atomic_store_n(&p->finished, 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&p->ticket, TAG(gen) | chunks << 16 | 1u, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->ticket, TAG(gen) | chunks << 16 | first, __ATOMIC_RELAXED);
     __atomic_store_n(&p->generation, gen, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&p->sleepers, __ATOMIC_SEQ_CST) > 0) {
         pthread_mutex_lock(&p->mu);
         pthread_cond_broadcast(&p->wake);
         pthread_mutex_unlock(&p->mu);
     }
+    *nchunks = chunks;
+    return 1;
+}
+
+/* The caller's part of a published section: the chunks left, then the wait
+ * for the workers' (spinning first, as they do), then the pool set free. */
+static void finish(bn_pool *p, uint64_t chunks)
+{
     in_worker = 1; /* a range function calling back in runs inline */
-    run_chunk(p, fn, arg, n, chunks, 0);
-    run_section(p, gen);
+    run_section(p, __atomic_load_n(&p->generation, __ATOMIC_RELAXED));
     in_worker = 0;
     for (uint64_t f; (f = __atomic_load_n(&p->finished, __ATOMIC_ACQUIRE)) < chunks;)
         if (!spin_while_eq(&p->finished, f, NULL)) break;
@@ -293,6 +306,30 @@ void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, voi
         pthread_mutex_unlock(&p->mu);
     }
     pthread_mutex_unlock(&p->busy);
+}
+
+void bn_parallel_for(bn_pool *p, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg)
+{
+    uint64_t chunks;
+    if (n == 0 || !publish(p, n, grain, fn, arg, 1, &chunks)) return;
+    in_worker = 1;
+    run_chunk(p, fn, arg, n, chunks, 0); /* the caller keeps chunk 0 */
+    in_worker = 0;
+    finish(p, chunks);
+}
+
+void bn_parallel_begin(bn_pool *p, bn_section *s, uint64_t n, uint64_t grain, bn_range_fn fn, void *arg)
+{
+    s->pool = NULL;
+    s->chunks = 0;
+    if (n == 0 || !publish(p, n, grain, fn, arg, 0, &s->chunks)) return;
+    s->pool = p;
+}
+
+void bn_parallel_end(bn_section *s)
+{
+    if (s->pool) finish(s->pool, s->chunks);
+    s->pool = NULL;
 }
 
 typedef struct {

@@ -312,7 +312,21 @@ static void hq_put(char *dst, size_t at, size_t n, size_t off, const void *src, 
     if (b < e) memcpy(dst + (b - at), (const char *)src + (b - off), e - b);
 }
 
+/* The scales and sums in the piece [at, at + n) at dst, zeros between them. */
+static void hq_tail(const hq_job *j, char *dst, size_t at, size_t n)
+{
+    if (at + n > j->codes) {
+        const size_t b = at > j->codes ? at : j->codes;
+        memset(dst + (b - at), 0, at + n - b);
+        hq_put(dst, at, n, j->os, j->s, (size_t)j->T * sizeof(float));
+        hq_put(dst, at, n, j->osum, j->sum, (size_t)j->T * sizeof(int32_t));
+    }
+}
+
 #define HQ_PAR_MIN 65536 /* values quantized by the calling thread alone below it */
+
+static int hq_par(const hq_job *j, uint64_t rows) { return rows > 1 && rows * j->in >= HQ_PAR_MIN; }
+static uint64_t hq_grain(const hq_job *j) { return j->in >= HQ_PAR_MIN / 4 ? 1 : HQ_PAR_MIN / 4 / j->in; }
 
 static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n)
 {
@@ -322,19 +336,12 @@ static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t 
         const uint64_t rows = (end - at) / j->xstride;
         j->dst = dst;
         j->t0 = at / j->xstride;
-        const int par = rows > 1 && rows * j->in >= HQ_PAR_MIN;
-        const uint64_t grain = j->in >= HQ_PAR_MIN / 4 ? 1 : HQ_PAR_MIN / 4 / j->in;
-        bn_parallel_for(par ? bn_ocl_host_pool(o) : NULL, rows, grain, hq_rows, j);
+        bn_parallel_for(hq_par(j, rows) ? bn_ocl_host_pool(o) : NULL, rows, hq_grain(j), hq_rows, j);
         if (j->bad < j->T)
             return bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf (token %llu)",
                            (unsigned long long)(j->tbase + j->bad));
     }
-    if (at + n > j->codes) { /* the scales and sums, zeros between */
-        const size_t b = at > j->codes ? at : j->codes;
-        memset((char *)dst + (b - at), 0, at + n - b);
-        hq_put(dst, at, n, j->os, j->s, (size_t)j->T * sizeof(float));
-        hq_put(dst, at, n, j->osum, j->sum, (size_t)j->T * sizeof(int32_t));
-    }
+    hq_tail(j, dst, at, n);
     return BITNET_OK;
 }
 
@@ -348,26 +355,116 @@ static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t 
  * 33.7-40.8 against 35.8-49.0, 64 tokens 370.7-432.9 / 208.7-215.8 against
  * 380.7-452.4 / 190.6-198.8 (host pointers, weights kept, three alternating
  * rounds). */
-static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
-                               bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
+/* The job of io's activations (offsets, host copies of the scales and sums). */
+static bitnet_status hq_init(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
+                             hq_job *j)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const size_t A = caps->base_align ? caps->base_align : 4096, T = (size_t)io->tokens, tb = T * sizeof(float);
-    hq_job j = {.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride, .bad = io->tokens,
-                .tbase = tbase};
-    j.codes = T * xstride; /* fits: bn_bitlinear_check */
-    if (j.codes > SIZE_MAX / 2 - 2 * (A + tb)) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: activations too large");
-    j.os = (j.codes + A - 1) / A * A;
-    j.osum = (j.os + tb + A - 1) / A * A;
-    j.total = j.osum + tb;
-    j.qacts = bn_quant_kernels_for(bn_cpu_simd())->qacts;
-    j.s = malloc(tb);
-    j.sum = malloc(tb);
-    bitnet_status st = j.s && j.sum ? bn_ocl_scratch(o, j.total, q) : bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
-    if (st == BITNET_OK) st = bn_ocl_upload_fill(o, q->m, 0, j.total, xstride, hq_fill, &j);
-    free(j.s);
-    free(j.sum);
+    *j = (hq_job){.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride,
+                  .bad = io->tokens, .tbase = tbase};
+    j->codes = T * xstride; /* fits: bn_bitlinear_check */
+    if (j->codes > SIZE_MAX / 2 - 2 * (A + tb)) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: activations too large");
+    j->os = (j->codes + A - 1) / A * A;
+    j->osum = (j->os + tb + A - 1) / A * A;
+    j->total = j->osum + tb;
+    j->qacts = bn_quant_kernels_for(bn_cpu_simd())->qacts;
+    j->s = malloc(tb);
+    j->sum = malloc(tb);
+    if (!j->s || !j->sum) {
+        free(j->s), free(j->sum);
+        j->s = NULL, j->sum = NULL;
+        return bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
+    }
+    return BITNET_OK;
+}
+
+/* ---- the next block's activations, quantized while this block is enqueued ----
+ * In a call that goes in blocks of tokens (bn_ocl_bitlinear) the host
+ * quantizes block b + 1 into held staging memory on the copy threads
+ * (bn_parallel_begin) while the calling thread enqueues block b's product
+ * and read (10-20 us of NVIDIA's driver a block); bl_one(b + 1) joins the
+ * quantization (hq_end) before anything else, so that its own uploads find
+ * the threads free.  Where the staging memory cannot be held (activations
+ * over 8 MiB) the block quantizes in hq_upload as a single call does. */
+typedef struct {
+    hq_job j;
+    void *host;     /* held staging memory with the codes (NULL: none) */
+    bn_section sec; /* the quantization, begun */
+} hq_pre;
+
+static void hq_begin(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride, hq_pre *p)
+{
+    p->host = NULL;
+    p->sec.pool = NULL;
+    if (hq_init(o, io, tbase, in, xstride, &p->j) != BITNET_OK) return; /* hq_upload will say it */
+    if (p->j.total > BN_OCL_STAGE_MAX || bn_ocl_stage_hold(o, p->j.total, &p->host) != BITNET_OK) {
+        p->host = NULL;
+        free(p->j.s), free(p->j.sum);
+        return;
+    }
+    p->j.dst = p->host;
+    p->j.t0 = 0;
+    const uint64_t rows = p->j.T;
+    bn_parallel_begin(hq_par(&p->j, rows) ? bn_ocl_host_pool(o) : NULL, &p->sec, rows, hq_grain(&p->j), hq_rows, &p->j);
+}
+
+/* Waits for the quantization begun by hq_begin (nothing if none, or p
+ * NULL); a NaN or Inf found is the error. */
+static bitnet_status hq_end(hq_pre *p)
+{
+    if (!p) return BITNET_OK;
+    bn_parallel_end(&p->sec);
+    if (!p->host) return BITNET_OK;
+    if (p->j.bad < p->j.T)
+        return bn_fail(BITNET_E_NUMERIC, "bitlinear: input holds NaN or Inf (token %llu)",
+                       (unsigned long long)(p->j.tbase + p->j.bad));
+    hq_tail(&p->j, p->host, 0, p->j.total);
+    return BITNET_OK;
+}
+
+/* Gives back what hq_begin took (its quantization waited for). */
+static void hq_drop(bn_ocl *o, hq_pre *p)
+{
+    bn_parallel_end(&p->sec);
+    if (!p->host) return;
+    bn_ocl_staged_release(o, p->host);
+    free(p->j.s), free(p->j.sum);
+    p->host = NULL;
+}
+
+/* Uploads the activations of io (host memory) into a scratch buffer q and
+ * makes sub-buffers of it for the scales and sums; with pre (its host not
+ * NULL) they were quantized into held staging memory already (hq_begin,
+ * hq_end), and pre gives it back.
+ * Tried and not kept (H200, 2026-12-02): the pool keeping the sub-buffers
+ * it had made of a buffer, for the next call that takes it.  The two
+ * clCreateSubBuffer and two clReleaseMemObject of a one-token call (4.5 us
+ * of host time, tests/device/cltrace.c) went, but end to end nothing
+ * moved: 16384x16384 one token 56.5-58.6 us against 53.2-59.1, 4096x14336
+ * 33.7-40.8 against 35.8-49.0, 64 tokens 370.7-432.9 / 208.7-215.8 against
+ * 380.7-452.4 / 190.6-198.8 (host pointers, weights kept, three alternating
+ * rounds). */
+static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
+                               hq_pre *pre, bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
+{
+    hq_job j;
+    bitnet_status st;
+    if (pre && pre->host) {
+        j = pre->j;
+        st = bn_ocl_scratch(o, j.total, q);
+        if (st == BITNET_OK) st = bn_ocl_staged_write(o, pre->host, q->m, 0, j.total);
+        else bn_ocl_staged_release(o, pre->host);
+        pre->host = NULL;
+        free(j.s), free(j.sum);
+    } else {
+        if ((st = hq_init(o, io, tbase, in, xstride, &j)) != BITNET_OK) return st;
+        st = bn_ocl_scratch(o, j.total, q);
+        if (st == BITNET_OK) st = bn_ocl_upload_fill(o, q->m, 0, j.total, xstride, hq_fill, &j);
+        free(j.s), free(j.sum);
+    }
     if (st != BITNET_OK) return st;
+    const size_t tb = (size_t)io->tokens * sizeof(float);
     cl_int err;
     const cl_buffer_region rs = {j.os, tb}, rsum = {j.osum, tb};
     if (!(*sc = clCreateSubBuffer(q->m, 0, CL_BUFFER_CREATE_TYPE_REGION, &rs, &err)))
@@ -383,8 +480,15 @@ static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_
  * activations and a host float output only) the output is not downloaded:
  * its read into pinned staging memory is enqueued and *staged set to where
  * it lands (bn_ocl_staged_wait, then bn_ocl_staged_release). */
+typedef struct {
+    hq_pre *pre;                       /* this block's activations, begun by the block before (its host NULL: none) */
+    hq_pre *next;                      /* NULL: the last block */
+    const bitnet_bitlinear_io *next_io; /* the next block's, begun here once this block's are enqueued */
+    uint64_t next_tbase;
+} bl_blocks;
+
 static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, int host_q,
-                            uint64_t tbase, const void **staged)
+                            uint64_t tbase, const void **staged, const bl_blocks *bk)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const uint64_t T = io->tokens, in = w->in, out = w->out;
@@ -473,6 +577,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         qopts = qbuf;
     }
 
+    if (bk && (st = hq_end(bk->pre)) != BITNET_OK) goto out; /* first: the uploads below may want the threads */
     if ((st = bn_ocl_in(o, w->t2, wbytes, &aw)) || (st = bn_ocl_in(o, w->d, nd * sizeof(float), &ad)) ||
         (st = bn_ocl_in(o, io->bias, io->bias ? (size_t)out * sizeof(float) : 0, &ab)) ||
         (st = bn_ocl_in(o, io->residual, io->residual ? ybytes : 0, &ares)))
@@ -480,9 +585,10 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     /* the activations: quantized (float in) or padded (int8 in), with the
      * per-token code sums (int32 like every sum of the op), by the host where
      * they are in host memory, else on the device */
-    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, &sq, &hs, &hsum)) != BITNET_OK
+    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, bk ? bk->pre : NULL, &sq, &hs, &hsum)) != BITNET_OK
                : !direct && ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum))))
         goto out;
+    if (bk && bk->next) hq_begin(o, bk->next_io, bk->next_tbase, in, xstride, bk->next);
     const size_t qwg = 64; /* Q_WG of the quantize family */
     const size_t qglobal = (size_t)T * qwg;
     const cl_ulong c_cols = in, c_xs = xstride;
@@ -724,6 +830,21 @@ static bitnet_status block_tokens(const bn_ocl_caps *caps, uint64_t T, uint64_t 
     return BITNET_OK;
 }
 
+/* The block of io's tokens [t0, t0 + tb) (fewer at the end). */
+static void block_io(const bitnet_bitlinear_io *io, uint64_t in, uint64_t out, uint64_t t0, uint64_t tb,
+                     bitnet_bitlinear_io *bio)
+{
+    *bio = *io;
+    bio->tokens = io->tokens - t0 < tb ? io->tokens - t0 : tb;
+    if (io->x) bio->x = io->x + t0 * in;
+    else {
+        bio->xq = io->xq + t0 * in;
+        bio->xs = io->xs + t0;
+    }
+    bio->y = io->y + t0 * out;
+    if (io->residual) bio->residual = io->residual + t0 * out;
+}
+
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
 {
     bn_ocl *o = ctx;
@@ -735,24 +856,21 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const int host_io = host_q && io->y && !io->yq && bn_ocl_is_host(o, io->y, (size_t)(T * out) * sizeof(float));
     uint64_t tb = T;
     bitnet_status st = host_io ? block_tokens(bn_ocl_get_caps(o), T, out, &tb) : BITNET_OK;
-    if (st != BITNET_OK || tb >= T) return st ? st : bl_one(o, w, io, host_q, 0, NULL);
+    if (st != BITNET_OK || tb >= T) return st ? st : bl_one(o, w, io, host_q, 0, NULL, NULL);
     const uint64_t nb = (T + tb - 1) / tb;
     const void **staged = calloc(nb, sizeof *staged);
     if (!staged) return bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
-    uint64_t b = 0;
-    for (; st == BITNET_OK && b < nb; b++) {
-        const uint64_t t0 = b * tb, n = T - t0 < tb ? T - t0 : tb;
-        bitnet_bitlinear_io bio = *io;
-        bio.tokens = n;
-        if (io->x) bio.x = io->x + t0 * in;
-        else {
-            bio.xq = io->xq + t0 * in;
-            bio.xs = io->xs + t0;
-        }
-        bio.y = io->y + t0 * out;
-        if (io->residual) bio.residual = io->residual + t0 * out;
-        st = bl_one(o, w, &bio, 1, t0, &staged[b]);
+    hq_pre pre[2] = {{.host = NULL}, {.host = NULL}};
+    bitnet_bitlinear_io bio[2];
+    block_io(io, in, out, 0, tb, &bio[0]);
+    for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
+        const int last = b + 1 == nb;
+        if (!last) block_io(io, in, out, (b + 1) * tb, tb, &bio[(b + 1) % 2]);
+        const bl_blocks bk = {b ? &pre[b % 2] : NULL, last ? NULL : &pre[(b + 1) % 2], &bio[(b + 1) % 2], (b + 1) * tb};
+        st = bl_one(o, w, &bio[b % 2], 1, b * tb, &staged[b], &bk);
     }
+    hq_drop(o, &pre[0]);
+    hq_drop(o, &pre[1]);
     for (uint64_t k = 0; st == BITNET_OK && k < nb; k++) { /* in order: each wait finds the later blocks running */
         const uint64_t t0 = k * tb, n = T - t0 < tb ? T - t0 : tb;
         const size_t bytes = (size_t)(n * out) * sizeof(float);

@@ -49,6 +49,13 @@ bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, siz
 typedef bitnet_status (*bn_ocl_fill_fn)(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n);
 bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t bytes, size_t unit, bn_ocl_fill_fn fill,
                                  void *ctx);
+/* Staging memory of `bytes` (at most 8 MiB) held at *host for the caller to
+ * fill in its own time (on other threads too), then uploaded by
+ * bn_ocl_staged_write (after which it is the staging's again), or given
+ * back unused by bn_ocl_staged_release. */
+#define BN_OCL_STAGE_MAX ((size_t)8 << 20)
+bitnet_status bn_ocl_stage_hold(bn_ocl *o, size_t bytes, void **host);
+bitnet_status bn_ocl_staged_write(bn_ocl *o, void *host, cl_mem m, size_t offset, size_t bytes);
 /* The threads of the staging copies, for a fill to share (NULL: none). */
 struct bn_pool *bn_ocl_host_pool(bn_ocl *o);
 /* One download of dst_bytes + tail_bytes: the first part into dst, the rest into tail. */

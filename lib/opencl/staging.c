@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #define PIN_MIN (64u << 10)
-#define PIN_PIECE (8u << 20)   /* a download's largest piece; an upload's largest staging copy */
+#define PIN_PIECE BN_OCL_STAGE_MAX /* a download's largest piece; an upload's largest staging copy */
 #define PIN_CAP (256u << 20)   /* staging memory held at most (beyond it: wait for the oldest) */
 
 /* A transfer of `bytes` goes in about four pieces (`least` to 8 MiB each),
@@ -182,6 +182,28 @@ bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src,
     return bn_ocl_upload_fill(o, m, offset, bytes, 1, fill_copy, (void *)src);
 }
 
+/* Enqueues the upload of the first n bytes of staging buffer pi into m at
+ * offset; the buffer is busy until it is done.
+ * The event tells when the staging buffer is free again.  An event costs
+ * the device time (tests/device/between.c: kernels 3.5 us apart with one
+ * each, 1.7 without), but a build whose writes here carried none (the
+ * call's final read vouching for them) was no faster: H200, 2026-12-02,
+ * one token, weights kept, three alternating rounds, end to end us,
+ * without / with: 16384x16384 58.0-66.1 / 53.3-55.2, 4096x14336 36.6-49.9
+ * / 36.8-46.3, 4096x4096 33.6-40.4 / 34.6-35.7. */
+static bitnet_status pin_write(bn_ocl *o, size_t pi, cl_mem m, size_t offset, size_t n)
+{
+    bn_ocl_pin *p = &o->pins[pi];
+    cl_event ev = NULL;
+    cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_FALSE, offset, n, p->ptr, 0, NULL, &ev);
+    if (err != CL_SUCCESS)
+        return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_FALSE, offset, size, staging, ...)", __FILE__,
+                          __LINE__);
+    clRetainEvent(ev);
+    p->busy = ev;
+    return bn_ocl_pending_push(o, ev, o->op, 1, n);
+}
+
 bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t bytes, size_t unit, bn_ocl_fill_fn fill,
                                  void *ctx)
 {
@@ -196,27 +218,33 @@ bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t byte
         size_t pi;
         bitnet_status st = pin_get(o, n, -1, &pi);
         if (st != BITNET_OK) return st;
-        bn_ocl_pin *p = &o->pins[pi];
-        if ((st = fill(o, ctx, p->ptr, at, n)) != BITNET_OK) return st;
-        /* The event tells when the staging buffer is free again.  An event
-         * costs the device time (tests/device/between.c: kernels 3.5 us
-         * apart with one each, 1.7 without), but a build whose writes here
-         * carried none (the call's final read vouching for them) was no
-         * faster: H200, 2026-12-02, one token, weights kept, three
-         * alternating rounds, end to end us, without / with: 16384x16384
-         * 58.0-66.1 / 53.3-55.2, 4096x14336 36.6-49.9 / 36.8-46.3,
-         * 4096x4096 33.6-40.4 / 34.6-35.7. */
-        cl_event ev = NULL;
-        cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_FALSE, offset + at, n, p->ptr, 0, NULL, &ev);
-        if (err != CL_SUCCESS)
-            return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_FALSE, offset, size, staging, ...)", __FILE__,
-                              __LINE__);
-        clRetainEvent(ev);
-        p->busy = ev;
-        if ((st = bn_ocl_pending_push(o, ev, o->op, 1, n)) != BITNET_OK) return st;
+        if ((st = fill(o, ctx, o->pins[pi].ptr, at, n)) != BITNET_OK) return st;
+        if ((st = pin_write(o, pi, m, offset + at, n)) != BITNET_OK) return st;
         at += n;
     }
     return BITNET_OK;
+}
+
+bitnet_status bn_ocl_stage_hold(bn_ocl *o, size_t bytes, void **host)
+{
+    *host = NULL;
+    if (bytes == 0 || bytes > PIN_PIECE) return bn_fail(BITNET_E_INVALID, "opencl: %zu bytes to stage at once", bytes);
+    size_t pi;
+    bitnet_status st = pin_get(o, bytes, -1, &pi);
+    if (st != BITNET_OK) return st;
+    o->pins[pi].held = 1;
+    *host = o->pins[pi].ptr;
+    return BITNET_OK;
+}
+
+bitnet_status bn_ocl_staged_write(bn_ocl *o, void *host, cl_mem m, size_t offset, size_t bytes)
+{
+    for (size_t i = 0; i < o->npins; i++)
+        if (o->pins[i].ptr == host && o->pins[i].held && !o->pins[i].busy && bytes <= o->pins[i].size) {
+            o->pins[i].held = 0;
+            return pin_write(o, i, m, offset, bytes);
+        }
+    return bn_fail(BITNET_E_INVALID, "opencl: no held staging memory of %zu bytes at %p", bytes, host);
 }
 
 bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const size_t *bytes, const void **host)

@@ -243,6 +243,88 @@ static void test_pool_shared_by_callers(void **state)
     bn_pool_free(p);
 }
 
+/* A section begun apart: its ranges wait for a flag that the caller sets
+ * only after bn_parallel_begin has returned, so a begin that ran the
+ * section itself, or a worker that never took a range, shows as a range
+ * that timed out.  Then, in the same pool: sections begun and ended in a
+ * row (with awkward counts and grains) visit each index once, including
+ * the ranges left to the caller at the end; a bn_parallel_for made between
+ * begin and end runs inline and correctly; a section that cannot go to the
+ * pool (one thread, one chunk) is done by begin, and end does nothing. */
+typedef struct {
+    int go, timed_out;
+    uint64_t ran;
+} gate_ctx;
+
+static void gated(void *vp, uint64_t b, uint64_t e)
+{
+    gate_ctx *c = vp;
+    for (long spins = 0; !__atomic_load_n(&c->go, __ATOMIC_ACQUIRE); spins++) {
+        if (spins > 20000000) {
+            __atomic_store_n(&c->timed_out, 1, __ATOMIC_RELAXED);
+            break;
+        }
+        sched_yield();
+    }
+    __atomic_add_fetch(&c->ran, e - b, __ATOMIC_RELAXED);
+}
+
+static void test_pool_begin_end(void **state)
+{
+    (void)state;
+    for (int threads = 2; threads <= 5; threads += 3) {
+        bn_pool *p;
+        assert_int_equal(bn_pool_create(&p, threads), BITNET_OK);
+        gate_ctx g = {0, 0, 0};
+        bn_section s;
+        bn_parallel_begin(p, &s, 1000, 1, gated, &g);
+        assert_non_null(s.pool);
+        assert_true(__atomic_load_n(&g.ran, __ATOMIC_ACQUIRE) == 0); /* every range is waiting */
+        __atomic_store_n(&g.go, 1, __ATOMIC_RELEASE);
+        bn_parallel_end(&s);
+        assert_false(g.timed_out);
+        assert_int_equal(g.ran, 1000);
+        assert_null(s.pool);
+
+        static const uint64_t ns[] = {1, 3, 17, 255, 4097};
+        static const uint64_t grains[] = {1, 5, 64, 1u << 20};
+        unsigned *v = calloc(4097, sizeof *v), *w = calloc(300, sizeof *w);
+        assert_true(v && w);
+        for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
+            for (size_t k = 0; k < sizeof grains / sizeof *grains; k++) {
+                memset(v, 0, ns[i] * sizeof *v);
+                memset(w, 0, 300 * sizeof *w);
+                visit_ctx a = {v, grains[k], 0}, b = {w, 1, 0};
+                bn_parallel_begin(p, &s, ns[i], grains[k], visit, &a);
+                bn_parallel_for(p, 300, 1, visit, &b); /* the pool is busy: inline */
+                for (int j = 0; j < 300; j++) assert_int_equal(w[j], 1);
+                bn_parallel_end(&s);
+                bn_parallel_end(&s); /* a second end does nothing */
+                assert_false(a.bad_range || b.bad_range);
+                for (uint64_t j = 0; j < ns[i]; j++)
+                    if (v[j] != 1)
+                        fail_msg("threads %d n %llu grain %llu: index %llu visited %u times", threads,
+                                 (unsigned long long)ns[i], (unsigned long long)grains[k], (unsigned long long)j,
+                                 v[j]);
+            }
+        free(v);
+        free(w);
+        bn_pool_free(p);
+    }
+    /* one thread: begin does the work itself */
+    bn_pool *p;
+    assert_int_equal(bn_pool_create(&p, 1), BITNET_OK);
+    unsigned v[17] = {0};
+    visit_ctx a = {v, 1, 0};
+    bn_section s;
+    bn_parallel_begin(p, &s, 17, 1, visit, &a);
+    assert_null(s.pool);
+    for (int j = 0; j < 17; j++) assert_int_equal(v[j], 1);
+    bn_parallel_end(&s);
+    for (int j = 0; j < 17; j++) assert_int_equal(v[j], 1);
+    bn_pool_free(p);
+}
+
 static void test_pool_threads_zero_and_negative(void **state)
 {
     (void)state;
@@ -550,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_pool_every_thread_takes_part),
         cmocka_unit_test(test_pool_back_to_back_sections),
         cmocka_unit_test(test_pool_shared_by_callers),
+        cmocka_unit_test(test_pool_begin_end),
         cmocka_unit_test(test_pool_threads_zero_and_negative),
         cmocka_unit_test(test_simd_cap),
         cmocka_unit_test(test_specs),

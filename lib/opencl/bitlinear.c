@@ -345,29 +345,28 @@ static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t 
     return BITNET_OK;
 }
 
-/* Uploads the activations of io (host memory) into a scratch buffer q and
- * makes sub-buffers of it for the scales and sums.
- * Tried and not kept (H200, 2026-12-02): the pool keeping the sub-buffers
- * it had made of a buffer, for the next call that takes it.  The two
- * clCreateSubBuffer and two clReleaseMemObject of a one-token call (4.5 us
- * of host time, tests/device/cltrace.c) went, but end to end nothing
- * moved: 16384x16384 one token 56.5-58.6 us against 53.2-59.1, 4096x14336
- * 33.7-40.8 against 35.8-49.0, 64 tokens 370.7-432.9 / 208.7-215.8 against
- * 380.7-452.4 / 190.6-198.8 (host pointers, weights kept, three alternating
- * rounds). */
-/* The job of io's activations (offsets, host copies of the scales and sums). */
-static bitnet_status hq_init(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
-                             hq_job *j)
+/* Where the codes, scales and sums of T tokens lie in their device buffer. */
+static bitnet_status hq_layout(bn_ocl *o, uint64_t tokens, size_t xstride, hq_job *j)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
-    const size_t A = caps->base_align ? caps->base_align : 4096, T = (size_t)io->tokens, tb = T * sizeof(float);
-    *j = (hq_job){.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride,
-                  .bad = io->tokens, .tbase = tbase};
+    const size_t A = caps->base_align ? caps->base_align : 4096, T = (size_t)tokens, tb = T * sizeof(float);
     j->codes = T * xstride; /* fits: bn_bitlinear_check */
     if (j->codes > SIZE_MAX / 2 - 2 * (A + tb)) return bn_fail(BITNET_E_OVERFLOW, "bitlinear: activations too large");
     j->os = (j->codes + A - 1) / A * A;
     j->osum = (j->os + tb + A - 1) / A * A;
     j->total = j->osum + tb;
+    return BITNET_OK;
+}
+
+/* The job of io's activations (offsets, host copies of the scales and sums). */
+static bitnet_status hq_init(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
+                             hq_job *j)
+{
+    const size_t tb = (size_t)io->tokens * sizeof(float);
+    *j = (hq_job){.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride,
+                  .bad = io->tokens, .tbase = tbase};
+    bitnet_status st = hq_layout(o, io->tokens, xstride, j);
+    if (st != BITNET_OK) return st;
     j->qacts = bn_quant_kernels_for(bn_cpu_simd())->qacts;
     j->s = malloc(tb);
     j->sum = malloc(tb);
@@ -433,6 +432,16 @@ static void hq_drop(bn_ocl *o, hq_pre *p)
     p->host = NULL;
 }
 
+/* A block of a call in blocks of tokens (bn_ocl_bitlinear). */
+typedef struct {
+    hq_pre *pre;                        /* this block's activations, begun before (its host NULL: none) */
+    hq_pre *next;                       /* NULL: the last block */
+    const bitnet_bitlinear_io *next_io; /* the next block's, begun here once this block's are enqueued */
+    uint64_t next_tbase;
+    cl_mem act, y;                      /* the block's own buffers: its activations and float output */
+    cl_event after;                     /* its upload waits for it (NULL: none) */
+} bl_blocks;
+
 /* Uploads the activations of io (host memory) into a scratch buffer q and
  * makes sub-buffers of it for the scales and sums; with pre (its host not
  * NULL) they were quantized into held staging memory already (hq_begin,
@@ -446,20 +455,26 @@ static void hq_drop(bn_ocl *o, hq_pre *p)
  * 380.7-452.4 / 190.6-198.8 (host pointers, weights kept, three alternating
  * rounds). */
 static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
-                               hq_pre *pre, bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
+                               const bl_blocks *bk, bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
 {
+    hq_pre *pre = bk ? bk->pre : NULL;
     hq_job j;
-    bitnet_status st;
-    if (pre && pre->host) {
+    bitnet_status st = BITNET_OK;
+    if (pre && pre->host) { /* a block's, on the queue of uploads */
         j = pre->j;
-        st = bn_ocl_scratch(o, j.total, q);
-        if (st == BITNET_OK) st = bn_ocl_staged_write(o, pre->host, q->m, 0, j.total);
-        else bn_ocl_staged_release(o, pre->host);
+        bn_ocl_borrow(bk->act, j.total, q);
+        st = bn_ocl_staged_write_side(o, pre->host, q->m, j.total, bk->after);
+        if (st != BITNET_OK) bn_ocl_staged_release(o, pre->host);
         pre->host = NULL;
         free(j.s), free(j.sum);
     } else {
         if ((st = hq_init(o, io, tbase, in, xstride, &j)) != BITNET_OK) return st;
-        st = bn_ocl_scratch(o, j.total, q);
+        if (bk) bn_ocl_borrow(bk->act, j.total, q);
+        else st = bn_ocl_scratch(o, j.total, q);
+        if (st == BITNET_OK && bk && bk->after) { /* on the ops' queue: after what `after` marks, as it is */
+            cl_int err = clEnqueueBarrierWithWaitList(bn_ocl_queue(o), 1, &bk->after, NULL);
+            if (err != CL_SUCCESS) st = bn_cl_fail(err, "clEnqueueBarrierWithWaitList(queue, 1, &after, NULL)", __FILE__, __LINE__);
+        }
         if (st == BITNET_OK) st = bn_ocl_upload_fill(o, q->m, 0, j.total, xstride, hq_fill, &j);
         free(j.s), free(j.sum);
     }
@@ -480,13 +495,6 @@ static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_
  * activations and a host float output only) the output is not downloaded:
  * its read into pinned staging memory is enqueued and *staged set to where
  * it lands (bn_ocl_staged_wait, then bn_ocl_staged_release). */
-typedef struct {
-    hq_pre *pre;                       /* this block's activations, begun by the block before (its host NULL: none) */
-    hq_pre *next;                      /* NULL: the last block */
-    const bitnet_bitlinear_io *next_io; /* the next block's, begun here once this block's are enqueued */
-    uint64_t next_tbase;
-} bl_blocks;
-
 static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, int host_q,
                             uint64_t tbase, const void **staged, const bl_blocks *bk)
 {
@@ -585,7 +593,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     /* the activations: quantized (float in) or padded (int8 in), with the
      * per-token code sums (int32 like every sum of the op), by the host where
      * they are in host memory, else on the device */
-    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, bk ? bk->pre : NULL, &sq, &hs, &hsum)) != BITNET_OK
+    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, bk, &sq, &hs, &hsum)) != BITNET_OK
                : !direct && ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum))))
         goto out;
     if (bk && bk->next) hq_begin(o, bk->next_io, bk->next_tbase, in, xstride, bk->next);
@@ -596,9 +604,10 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
      * re-quantize; a host output from float input carries the per-token
      * NaN flags behind it, so that one download brings both */
     const int flags_behind = io->x && !host_q && io->y && !bn_is_device_ptr(io->y);
-    if ((st = flags_behind ? bn_ocl_scratch(o, ybytes + tb, &ay)
-              : io->y      ? bn_ocl_out(o, io->y, ybytes, &ay)
-                           : bn_ocl_scratch(o, ybytes, &ay)))
+    if (bk) bn_ocl_borrow(bk->y, ybytes, &ay); /* a block's own: read on the queue of downloads */
+    else if ((st = flags_behind ? bn_ocl_scratch(o, ybytes + tb, &ay)
+                   : io->y      ? bn_ocl_out(o, io->y, ybytes, &ay)
+                                : bn_ocl_scratch(o, ybytes, &ay)))
         goto out;
     if (host_q) {
         bs = hs;
@@ -756,7 +765,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         io->yq[0] = (int8_t)(io->yq[0] == 127 ? 126 : io->yq[0] + 1);
 out:
     if (staged && st == BITNET_OK) { /* read into staging memory, the pooled output released */
-        st = bn_ocl_read_staged(o, 1, &ay.m, &ybytes, staged);
+        st = bk ? bn_ocl_read_staged_side(o, ay.m, ybytes, staged) : bn_ocl_read_staged(o, 1, &ay.m, &ybytes, staged);
         ay.host = NULL;
     }
     st = bn_ocl_done(o, &ay, st);
@@ -860,13 +869,33 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     const uint64_t nb = (T + tb - 1) / tb;
     const void **staged = calloc(nb, sizeof *staged);
     if (!staged) return bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
+    /* each block's activations and output in buffers of its own for the
+     * whole call: the copies beside the ops are not ordered with them */
+    bn_ocl_arg *bufs = calloc(2 * nb, sizeof *bufs);
     hq_pre pre[2] = {{.host = NULL}, {.host = NULL}};
     bitnet_bitlinear_io bio[2];
-    block_io(io, in, out, 0, tb, &bio[0]);
+    cl_event start = NULL; /* the first upload waits for what the queue holds before the call */
+    const size_t xstride = bitnet_t2_row_bytes(in) / 32 * 128;
+    if (!bufs) st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
+    for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
+        const uint64_t n = T - b * tb < tb ? T - b * tb : tb;
+        hq_job lay;
+        if ((st = hq_layout(o, n, xstride, &lay)) == BITNET_OK && (st = bn_ocl_scratch(o, lay.total, &bufs[2 * b])) == BITNET_OK)
+            st = bn_ocl_scratch(o, (size_t)(n * out) * sizeof(float), &bufs[2 * b + 1]);
+    }
+    if (st == BITNET_OK) {
+        cl_int err = clEnqueueMarkerWithWaitList(bn_ocl_queue(o), 0, NULL, &start);
+        if (err != CL_SUCCESS) st = bn_cl_fail(err, "clEnqueueMarkerWithWaitList(queue, 0, NULL, &start)", __FILE__, __LINE__);
+    }
+    if (st == BITNET_OK) {
+        block_io(io, in, out, 0, tb, &bio[0]);
+        hq_begin(o, &bio[0], 0, in, xstride, &pre[0]);
+    }
     for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
         const int last = b + 1 == nb;
         if (!last) block_io(io, in, out, (b + 1) * tb, tb, &bio[(b + 1) % 2]);
-        const bl_blocks bk = {b ? &pre[b % 2] : NULL, last ? NULL : &pre[(b + 1) % 2], &bio[(b + 1) % 2], (b + 1) * tb};
+        const bl_blocks bk = {&pre[b % 2], last ? NULL : &pre[(b + 1) % 2], &bio[(b + 1) % 2], (b + 1) * tb,
+                              bufs[2 * b].m, bufs[2 * b + 1].m, b ? NULL : start};
         st = bl_one(o, w, &bio[b % 2], 1, b * tb, &staged[b], &bk);
     }
     hq_drop(o, &pre[0]);
@@ -877,9 +906,12 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         st = bn_ocl_staged_wait(o, staged[k], bytes);
         if (st == BITNET_OK) bn_parallel_memcpy(bn_ocl_host_pool(o), io->y + t0 * out, staged[k], bytes);
     }
-    if (st != BITNET_OK) bn_ocl_drain(o); /* no read stays in flight into staging memory */
-    else bn_ocl_collect(o);               /* the queue is idle up to the last read: time what ran */
+    if (st != BITNET_OK) bn_ocl_drain(o); /* no copy stays in flight into staging memory or the buffers */
+    else bn_ocl_collect(o);               /* the queues are idle up to the last read: time what ran */
     for (uint64_t k = 0; k < nb; k++) bn_ocl_staged_release(o, staged[k]);
+    for (uint64_t k = 0; bufs && k < 2 * nb; k++) bn_ocl_done(o, &bufs[k], BITNET_OK);
+    if (start) clReleaseEvent(start);
+    free(bufs);
     free(staged);
     return st;
 }

@@ -56,6 +56,15 @@ bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t byte
 #define BN_OCL_STAGE_MAX ((size_t)8 << 20)
 bitnet_status bn_ocl_stage_hold(bn_ocl *o, size_t bytes, void **host);
 bitnet_status bn_ocl_staged_write(bn_ocl *o, void *host, cl_mem m, size_t offset, size_t bytes);
+/* The same upload on the queue of uploads beside the ops (after the event
+ * `after` where not NULL), the ops' queue made to wait for it; a read of
+ * the first `bytes` of m into staging memory on the queue of downloads,
+ * after every op enqueued so far (as bn_ocl_read_staged otherwise).  For a
+ * call whose buffers are its own while it runs (staging.c says more);
+ * bn_ocl_drain waits for both queues. */
+bitnet_status bn_ocl_staged_write_side(bn_ocl *o, void *host, cl_mem m, size_t bytes, cl_event after);
+bitnet_status bn_ocl_read_staged_side(bn_ocl *o, cl_mem m, size_t bytes, const void **host);
+void bn_ocl_side_free(bn_ocl *o);
 /* The threads of the staging copies, for a fill to share (NULL: none). */
 struct bn_pool *bn_ocl_host_pool(bn_ocl *o);
 /* One download of dst_bytes + tail_bytes: the first part into dst, the rest into tail. */
@@ -94,6 +103,8 @@ typedef struct {
 } bn_ocl_arg;
 bitnet_status bn_ocl_in(bn_ocl *o, const void *p, size_t bytes, bn_ocl_arg *a);
 bitnet_status bn_ocl_out(bn_ocl *o, void *p, size_t bytes, bn_ocl_arg *a);
+/* A buffer the caller holds, as an operand that bn_ocl_done leaves alone. */
+void bn_ocl_borrow(cl_mem m, size_t bytes, bn_ocl_arg *a);
 /* A scratch buffer released by bn_ocl_done, like an operand. */
 bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a);
 /* Zeroes the first bytes (rounded up to 4) of m, in order with the ops. */

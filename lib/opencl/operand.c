@@ -106,6 +106,14 @@ bitnet_status bn_ocl_scratch(bn_ocl *o, size_t bytes, bn_ocl_arg *a)
     return st;
 }
 
+void bn_ocl_borrow(cl_mem m, size_t bytes, bn_ocl_arg *a)
+{
+    memset(a, 0, sizeof *a);
+    a->bytes = bytes;
+    a->kind = ARG_DEV;
+    a->m = a->base = m;
+}
+
 int bn_ocl_resident(const bn_ocl_arg *a) { return a->kind == ARG_DEV || a->kind == ARG_SUB || a->kind == ARG_COPY; }
 int bn_ocl_in_place(const bn_ocl_arg *a) { return a->kind == ARG_DEV || a->kind == ARG_SUB; }
 

@@ -295,6 +295,7 @@ bitnet_status bn_ocl_set_profiling(bn_ocl *o, int on)
     cl_int err;
     cl_command_queue q = clCreateCommandQueue(o->ctx, o->device, on ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
     if (!q) return bn_cl_fail(err, "clCreateCommandQueue(ctx, device, properties, &err)", __FILE__, __LINE__);
+    bn_ocl_side_free(o); /* made again with the new property when next wanted */
     clReleaseCommandQueue(o->queue);
     o->queue = q;
     o->profiling = on;

@@ -165,6 +165,7 @@ void bn_ocl_staging_free(bn_ocl *o)
     o->npins = o->cappins = o->pinned_bytes = 0;
     if (o->aux) clReleaseCommandQueue(o->aux);
     o->aux = NULL;
+    bn_ocl_side_free(o);
     bn_pool_free(o->copy_pool);
     o->copy_pool = NULL;
 }
@@ -245,6 +246,84 @@ bitnet_status bn_ocl_staged_write(bn_ocl *o, void *host, cl_mem m, size_t offset
             return pin_write(o, i, m, offset, bytes);
         }
     return bn_fail(BITNET_E_INVALID, "opencl: no held staging memory of %zu bytes at %p", bytes, host);
+}
+
+/* ---- copies beside the ops ----------------------------------------------------------
+ * A call in blocks of tokens (BitLinear through host pointers) uploads each
+ * block on o->upq and downloads it on o->downq, so that the device copies
+ * block b + 1 in and block b - 1 out while it multiplies block b: NVIDIA's
+ * driver runs a copy on a second queue beside a kernel, where one in-order
+ * queue runs them in turn (tests/device/overlap.c, H200 machine: a 19 us
+ * kernel and a 1 MiB pinned copy took 49-52 us on one queue, 31-34 on two).
+ * The ops' queue waits for an upload with a barrier, a download waits for
+ * the ops with a marker.  The buffers they copy must be the call's alone
+ * while it runs (the copies are not ordered with the rest of the queue). */
+static bitnet_status side_queue(bn_ocl *o, cl_command_queue *q)
+{
+    if (*q) return BITNET_OK;
+    cl_int err;
+    *q = clCreateCommandQueue(o->ctx, o->device, o->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+    if (!*q) return bn_cl_fail(err, "clCreateCommandQueue(ctx, device, properties, &err)", __FILE__, __LINE__);
+    return BITNET_OK;
+}
+
+void bn_ocl_side_free(bn_ocl *o)
+{
+    cl_command_queue *qs[2] = {&o->upq, &o->downq};
+    for (int i = 0; i < 2; i++)
+        if (*qs[i]) {
+            clFinish(*qs[i]);
+            clReleaseCommandQueue(*qs[i]);
+            *qs[i] = NULL;
+        }
+}
+
+bitnet_status bn_ocl_staged_write_side(bn_ocl *o, void *host, cl_mem m, size_t bytes, cl_event after)
+{
+    bitnet_status st = side_queue(o, &o->upq);
+    if (st != BITNET_OK) return st;
+    size_t pi = o->npins;
+    for (size_t i = 0; i < o->npins; i++)
+        if (o->pins[i].ptr == host && o->pins[i].held && !o->pins[i].busy && bytes <= o->pins[i].size) pi = i;
+    if (pi == o->npins) return bn_fail(BITNET_E_INVALID, "opencl: no held staging memory of %zu bytes at %p", bytes, host);
+    bn_ocl_pin *p = &o->pins[pi];
+    cl_event ev = NULL;
+    cl_int err = clEnqueueWriteBuffer(o->upq, m, CL_FALSE, 0, bytes, p->ptr, after ? 1 : 0, after ? &after : NULL, &ev);
+    if (err != CL_SUCCESS)
+        return bn_cl_fail(err, "clEnqueueWriteBuffer(upq, buf, CL_FALSE, 0, size, staging, ...)", __FILE__, __LINE__);
+    p->held = 0;
+    clRetainEvent(ev);
+    p->busy = ev;
+    err = clEnqueueBarrierWithWaitList(o->queue, 1, &ev, NULL);
+    if ((st = bn_ocl_pending_push(o, ev, o->op, 1, bytes)) != BITNET_OK) return st;
+    if (err != CL_SUCCESS)
+        return bn_cl_fail(err, "clEnqueueBarrierWithWaitList(queue, 1, &upload, NULL)", __FILE__, __LINE__);
+    return BITNET_OK;
+}
+
+bitnet_status bn_ocl_read_staged_side(bn_ocl *o, cl_mem m, size_t bytes, const void **host)
+{
+    *host = NULL;
+    if (!bytes) return BITNET_OK;
+    if (bytes > PIN_PIECE) return bn_fail(BITNET_E_INVALID, "opencl: %zu bytes to stage at once", bytes);
+    bitnet_status st = side_queue(o, &o->downq);
+    if (st != BITNET_OK) return st;
+    size_t pi;
+    if ((st = pin_get(o, bytes, -1, &pi)) != BITNET_OK) return st;
+    bn_ocl_pin *p = &o->pins[pi];
+    cl_event done = NULL, ev = NULL;
+    cl_int err = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, &done);
+    if (err != CL_SUCCESS) return bn_cl_fail(err, "clEnqueueMarkerWithWaitList(queue, 0, NULL, &done)", __FILE__, __LINE__);
+    err = clEnqueueReadBuffer(o->downq, m, CL_FALSE, 0, bytes, p->ptr, 1, &done, &ev);
+    clReleaseEvent(done);
+    if (err != CL_SUCCESS) {
+        bn_ocl_drain(o); /* nothing stays in flight into the staging buffer */
+        return bn_cl_fail(err, "clEnqueueReadBuffer(downq, buf, CL_FALSE, 0, size, staging, ...)", __FILE__, __LINE__);
+    }
+    p->busy = ev;
+    p->held = 1; /* not reused until bn_ocl_staged_release, even once the read is done */
+    *host = p->ptr;
+    return BITNET_OK;
 }
 
 bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const size_t *bytes, const void **host)
@@ -372,6 +451,8 @@ bitnet_status bn_ocl_download_tail(bn_ocl *o, cl_mem m, size_t offset, void *dst
 
 void bn_ocl_drain(bn_ocl *o)
 {
+    if (o->upq) clFinish(o->upq);
+    if (o->downq) clFinish(o->downq);
     clFinish(o->queue);
     bn_ocl_collect(o);
 }

@@ -800,16 +800,40 @@ bitnet_status bn_ocl_bl_res_args(bn_ocl *o, cl_kernel k, int at, cl_mem bres, in
 
 /* ---- blocks of tokens -----------------------------------------------------------
  * A call whose activations and float output are both in host memory goes, on
- * a GPU, in blocks of tokens: each block is quantized by the host, uploaded,
- * multiplied and read back into staging memory in turn, so that the host
- * quantizes block b + 1 while the device works on block b, and copies the
- * outputs out while the device works on later blocks.  The copies out start
- * once every block is enqueued: a NaN found in a later block leaves the
- * caller's output as it was.  A block holds at least BLOCK_MIN tokens and
- * the call at most BLOCK_MAX blocks (more blocks read the weights more
+ * a GPU, in blocks of tokens.  The host quantizes block b + 1 on the copy
+ * threads while the calling thread enqueues block b (hq_begin above); each
+ * block is uploaded on a queue of uploads and read back into staging memory
+ * on a queue of downloads (staging.c), so that the device copies one block
+ * in and another out while it multiplies a third; the host copies the
+ * outputs out while the device works on later blocks.  Each block has its
+ * own device buffers for the whole call (the copies on the other queues are
+ * ordered with the product only, by a barrier and a marker), and the first
+ * upload waits for what the queue held before the call.  The copies out
+ * start once every block is enqueued: a NaN found in a later block leaves
+ * the caller's output as it was.  A block holds at least BLOCK_MIN tokens
+ * and the call at most BLOCK_MAX blocks (more blocks read the weights more
  * often); a block's output fits one staging buffer (8 MiB), and the whole
  * output 64 MiB.
- * BITNET_OCL_BLOCK_TOKENS=N sets the block (any device; 0: never split). */
+ * BITNET_OCL_BLOCK_TOKENS=N sets the block (any device; 0: never split).
+ * Measured on an H100 machine (driver 580.159.04, 2026-12-06, weights
+ * kept, row scales, `bitnet-bench --device opencl --op bitlinear
+ * --keep-weights --scale row --min-time 0.3`, four alternating rounds, end
+ * to end in us, run by run), one queue and the quantization in turn (the
+ * commit before) / the next block quantized during the enqueues only /
+ * both changes:
+ *   4096x14336   64 tokens  165.6 189.1 172.9 175.4 / 163.6 174.5 172.2 178.1 / 148.9 141.5 177.5 155.7
+ *               512 tokens  996 1023 1218 978 / 892 994 941 1245 / 776 835 1056 864
+ *   16384x16384  64 tokens  355.7 374.6 386.0 362.7 / 367.7 379.5 375.5 398.4 / 298.9 297.6 291.6 293.8
+ *               512 tokens  1671 1641 1671 1725 / 1635 1624 1674 1691 / 1203 1120 1190 1117
+ * The profiled kernels of the call took 0-12% longer beside the copies
+ * (16384x16384 at 64 tokens 122-126 us against 111-113).  A trace of one
+ * 64-token call of 4096x14336 (tests/device/cltrace.c) shows why: the
+ * host spent 38 us quantizing the second block after enqueueing the first
+ * before, 7 us after, and the last wait took 34 us against 45.  On a host
+ * busier than that one (another H100 machine, the same day, four rounds,
+ * e2e 0.3-8 ms at 512 tokens), the copies beside the product without the
+ * quantization during the enqueues were slower than both changes in 7 of
+ * 8 pairs at 64 tokens (4096x14336 410-690 us against 259-357). */
 #define BLOCK_MIN 32
 #define BLOCK_MAX 4
 #define BLOCK_OUT_BYTES (8u << 20)

@@ -833,7 +833,11 @@ bitnet_status bn_ocl_bl_res_args(bn_ocl *o, cl_kernel k, int at, cl_mem bres, in
  * busier than that one (another H100 machine, the same day, four rounds,
  * e2e 0.3-8 ms at 512 tokens), the copies beside the product without the
  * quantization during the enqueues were slower than both changes in 7 of
- * 8 pairs at 64 tokens (4096x14336 410-690 us against 259-357). */
+ * 8 pairs at 64 tokens (4096x14336 410-690 us against 259-357).  A third
+ * H100 machine, three rounds, before / both: 4096x14336 at 64 tokens
+ * 168.8 169.0 172.9 / 181.7 177.1 171.9 (level or slower: its kernels
+ * 49-52 us against 46-47 beside the copies), at 512 980-1049 / 897-1130;
+ * 16384x16384 at 64 383-396 / 301-312, at 512 1684-4238 / 1168-1549. */
 #define BLOCK_MIN 32
 #define BLOCK_MAX 4
 #define BLOCK_OUT_BYTES (8u << 20)

@@ -815,6 +815,46 @@ static void test_host_activations(void **state)
     hostact_free(&h);
 }
 
+/* A call in blocks copies its blocks on queues of their own, into device
+ * buffers it takes from the pool; a buffer that an op enqueued just before
+ * released to the pool may still be waiting for that op's kernels, so the
+ * call's first copy must wait for what the queue held.  Here device-resident
+ * products (not waited for) release scratch buffers of the size of a
+ * block's activations, and a call in blocks of the same tokens follows at
+ * once: both must give the bits each gives alone. */
+static void test_blocks_after_resident_ops(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    const uint64_t in = 4097, out = 64, T = 200;
+    hostact h = hostact_new(211, out, in, T);
+    const bitnet_ternary_matrix wd = h.wd;
+    float *yb = malloc((size_t)(T * out) * 4), *yr = malloc((size_t)(T * out) * 4);
+    assert_true(yb && yr);
+    setenv("BITNET_OCL_BLOCK_TOKENS", "100", 1);
+    /* alone: the resident product of the last 100 tokens (other codes than
+     * the first block's, which a wrong order would swap in), the blocked
+     * call of all */
+    bitnet_bitlinear_io iod = {.tokens = 100, .x = (const float *)D(h.dx) + 100 * in, .y = D(h.dy)};
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
+    float *alone = down(h.dy, 100 * out * 4);
+    bitnet_bitlinear_io io = {.tokens = T, .x = h.x, .y = yr};
+    assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+    for (int rep = 0; rep < 20; rep++) {
+        for (int k = 0; k < 3; k++) assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
+        io.y = yb;
+        memset(yb, 0, (size_t)(T * out) * 4);
+        assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+        assert_memory_equal(yb, yr, (size_t)(T * out) * 4);
+        float *got = down(h.dy, 100 * out * 4);
+        assert_memory_equal(got, alone, 100 * out * 4);
+        free(got);
+    }
+    unsetenv("BITNET_OCL_BLOCK_TOKENS");
+    free(alone), free(yb), free(yr);
+    hostact_free(&h);
+}
+
 /* Host activations of 1 to 40 tokens and back, one call after another on
  * the same backend: each upload puts its scales and sums at offsets that
  * follow the token count, in pooled buffers that serve several counts, so
@@ -1089,6 +1129,7 @@ int main(void)
         cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_many_buffers),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_host_activations), cmocka_unit_test(test_host_activations_counts),
+        cmocka_unit_test(test_blocks_after_resident_ops),
         cmocka_unit_test(test_many_checks),
         cmocka_unit_test(test_requant_overflow),
     };

@@ -49,19 +49,18 @@ bitnet_status bn_ocl_download(bn_ocl *o, cl_mem m, size_t offset, void *dst, siz
 typedef bitnet_status (*bn_ocl_fill_fn)(bn_ocl *o, void *ctx, void *dst, size_t at, size_t n);
 bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t bytes, size_t unit, bn_ocl_fill_fn fill,
                                  void *ctx);
-/* Staging memory of `bytes` (at most 8 MiB) held at *host for the caller to
- * fill in its own time (on other threads too), then uploaded by
- * bn_ocl_staged_write (after which it is the staging's again), or given
- * back unused by bn_ocl_staged_release. */
+/* Staging memory of `bytes` (at most BN_OCL_STAGE_MAX) held at *host for
+ * the caller to fill in its own time (on other threads too), then uploaded
+ * by bn_ocl_staged_write_side (after which it is the staging's again), or
+ * given back unused by bn_ocl_staged_release.  bn_ocl_staged_write_side
+ * enqueues that upload of `bytes` into m on the queue of uploads beside the
+ * ops (after the event `after` where not NULL) and makes the ops' queue wait
+ * for it; bn_ocl_read_staged_side reads the first `bytes` of m into staging
+ * memory on the queue of downloads, after every op enqueued so far (as
+ * bn_ocl_read_staged otherwise).  For a call whose buffers are its own
+ * while it runs (staging.c says more); bn_ocl_drain waits for both queues. */
 #define BN_OCL_STAGE_MAX ((size_t)8 << 20)
 bitnet_status bn_ocl_stage_hold(bn_ocl *o, size_t bytes, void **host);
-bitnet_status bn_ocl_staged_write(bn_ocl *o, void *host, cl_mem m, size_t offset, size_t bytes);
-/* The same upload on the queue of uploads beside the ops (after the event
- * `after` where not NULL), the ops' queue made to wait for it; a read of
- * the first `bytes` of m into staging memory on the queue of downloads,
- * after every op enqueued so far (as bn_ocl_read_staged otherwise).  For a
- * call whose buffers are its own while it runs (staging.c says more);
- * bn_ocl_drain waits for both queues. */
 bitnet_status bn_ocl_staged_write_side(bn_ocl *o, void *host, cl_mem m, size_t bytes, cl_event after);
 bitnet_status bn_ocl_read_staged_side(bn_ocl *o, cl_mem m, size_t bytes, const void **host);
 void bn_ocl_side_free(bn_ocl *o);

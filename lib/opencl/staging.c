@@ -238,16 +238,6 @@ bitnet_status bn_ocl_stage_hold(bn_ocl *o, size_t bytes, void **host)
     return BITNET_OK;
 }
 
-bitnet_status bn_ocl_staged_write(bn_ocl *o, void *host, cl_mem m, size_t offset, size_t bytes)
-{
-    for (size_t i = 0; i < o->npins; i++)
-        if (o->pins[i].ptr == host && o->pins[i].held && !o->pins[i].busy && bytes <= o->pins[i].size) {
-            o->pins[i].held = 0;
-            return pin_write(o, i, m, offset, bytes);
-        }
-    return bn_fail(BITNET_E_INVALID, "opencl: no held staging memory of %zu bytes at %p", bytes, host);
-}
-
 /* ---- copies beside the ops ----------------------------------------------------------
  * A call in blocks of tokens (BitLinear through host pointers) uploads each
  * block on o->upq and downloads it on o->downq, so that the device copies

@@ -81,6 +81,7 @@ struct bn_ocl {
     /* pinned staging memory of host transfers (staging.c) */
     cl_command_queue aux; /* maps the staging buffers without waiting for the ops */
     cl_command_queue upq, downq; /* a pipelined call's uploads and downloads beside the ops (staging.c) */
+    int side_failed;             /* the device gave no such queue: the ops' own is used */
     bn_ocl_pin *pins;
     size_t npins, cappins, pinned_bytes;
     struct bn_pool *copy_pool; /* threads of the staging copies (staging.c) */

@@ -248,17 +248,23 @@ bitnet_status bn_ocl_stage_hold(bn_ocl *o, size_t bytes, void **host)
  * The ops' queue waits for an upload with a barrier, a download waits for
  * the ops with a marker.  The buffers they copy must be the call's alone
  * while it runs (the copies are not ordered with the rest of the queue). */
-static bitnet_status side_queue(bn_ocl *o, cl_command_queue *q)
+/* The queue of uploads or downloads (*q, made at first use), or the ops'
+ * own where the device gives no other: the copies then run in turn with
+ * the ops, as they did before, and the barrier and marker change nothing. */
+static cl_command_queue side_queue(bn_ocl *o, cl_command_queue *q)
 {
-    if (*q) return BITNET_OK;
-    cl_int err;
-    *q = clCreateCommandQueue(o->ctx, o->device, o->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
-    if (!*q) return bn_cl_fail(err, "clCreateCommandQueue(ctx, device, properties, &err)", __FILE__, __LINE__);
-    return BITNET_OK;
+    if (!*q && !o->side_failed) {
+        cl_int err = CL_OUT_OF_RESOURCES;
+        if (!bn_test_fail("side_queue"))
+            *q = clCreateCommandQueue(o->ctx, o->device, o->profiling ? CL_QUEUE_PROFILING_ENABLE : 0, &err);
+        if (!*q) o->side_failed = 1;
+    }
+    return *q ? *q : o->queue;
 }
 
 void bn_ocl_side_free(bn_ocl *o)
 {
+    o->side_failed = 0;
     cl_command_queue *qs[2] = {&o->upq, &o->downq};
     for (int i = 0; i < 2; i++)
         if (*qs[i]) {
@@ -270,15 +276,15 @@ void bn_ocl_side_free(bn_ocl *o)
 
 bitnet_status bn_ocl_staged_write_side(bn_ocl *o, void *host, cl_mem m, size_t bytes, cl_event after)
 {
-    bitnet_status st = side_queue(o, &o->upq);
-    if (st != BITNET_OK) return st;
+    const cl_command_queue upq = side_queue(o, &o->upq);
+    bitnet_status st;
     size_t pi = o->npins;
     for (size_t i = 0; i < o->npins; i++)
         if (o->pins[i].ptr == host && o->pins[i].held && !o->pins[i].busy && bytes <= o->pins[i].size) pi = i;
     if (pi == o->npins) return bn_fail(BITNET_E_INVALID, "opencl: no held staging memory of %zu bytes at %p", bytes, host);
     bn_ocl_pin *p = &o->pins[pi];
     cl_event ev = NULL;
-    cl_int err = clEnqueueWriteBuffer(o->upq, m, CL_FALSE, 0, bytes, p->ptr, after ? 1 : 0, after ? &after : NULL, &ev);
+    cl_int err = clEnqueueWriteBuffer(upq, m, CL_FALSE, 0, bytes, p->ptr, after ? 1 : 0, after ? &after : NULL, &ev);
     if (err != CL_SUCCESS)
         return bn_cl_fail(err, "clEnqueueWriteBuffer(upq, buf, CL_FALSE, 0, size, staging, ...)", __FILE__, __LINE__);
     p->held = 0;
@@ -296,15 +302,15 @@ bitnet_status bn_ocl_read_staged_side(bn_ocl *o, cl_mem m, size_t bytes, const v
     *host = NULL;
     if (!bytes) return BITNET_OK;
     if (bytes > PIN_PIECE) return bn_fail(BITNET_E_INVALID, "opencl: %zu bytes to stage at once", bytes);
-    bitnet_status st = side_queue(o, &o->downq);
-    if (st != BITNET_OK) return st;
+    const cl_command_queue downq = side_queue(o, &o->downq);
     size_t pi;
-    if ((st = pin_get(o, bytes, -1, &pi)) != BITNET_OK) return st;
+    bitnet_status st = pin_get(o, bytes, -1, &pi);
+    if (st != BITNET_OK) return st;
     bn_ocl_pin *p = &o->pins[pi];
     cl_event done = NULL, ev = NULL;
     cl_int err = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, &done);
     if (err != CL_SUCCESS) return bn_cl_fail(err, "clEnqueueMarkerWithWaitList(queue, 0, NULL, &done)", __FILE__, __LINE__);
-    err = clEnqueueReadBuffer(o->downq, m, CL_FALSE, 0, bytes, p->ptr, 1, &done, &ev);
+    err = clEnqueueReadBuffer(downq, m, CL_FALSE, 0, bytes, p->ptr, 1, &done, &ev);
     clReleaseEvent(done);
     if (err != CL_SUCCESS) {
         bn_ocl_drain(o); /* nothing stays in flight into the staging buffer */

@@ -821,7 +821,8 @@ static void test_host_activations(void **state)
  * call's first copy must wait for what the queue held.  Here device-resident
  * products (not waited for) release scratch buffers of the size of a
  * block's activations, and a call in blocks of the same tokens follows at
- * once: both must give the bits each gives alone. */
+ * once: both must give the bits each gives alone.  And on a backend whose
+ * device gives no second queue the blocks copy on the ops' own. */
 static void test_blocks_after_resident_ops(void **state)
 {
     (void)state;
@@ -850,6 +851,17 @@ static void test_blocks_after_resident_ops(void **state)
         assert_memory_equal(got, alone, 100 * out * 4);
         free(got);
     }
+    /* a device that gives no second queue: the copies go on the ops' queue */
+    bitnet_backend *o2 = NULL;
+    setenv("BITNET_TEST_FAIL", "side_queue", 1);
+    assert_int_equal(bitnet_backend_create(&o2, "opencl", 1), BITNET_OK);
+    const bitnet_ternary_matrix wh = tm(&h.m, h.m.t2, h.m.d);
+    memset(yb, 0, (size_t)(T * out) * 4);
+    io.y = yb;
+    assert_int_equal(bitnet_bitlinear(o2, &wh, &io), BITNET_OK);
+    assert_memory_equal(yb, yr, (size_t)(T * out) * 4);
+    bitnet_backend_free(o2);
+    unsetenv("BITNET_TEST_FAIL");
     unsetenv("BITNET_OCL_BLOCK_TOKENS");
     free(alone), free(yb), free(yr);
     hostact_free(&h);

@@ -106,7 +106,7 @@ void bn_backend_log(bitnet_backend *be, bitnet_log_level level, const char *fmt,
  * nonzero when $BITNET_TEST_PERTURB names `op`; fast paths then corrupt one
  * output element (the planted bug that verify/bench must catch). */
 int bn_test_perturb(const char *op);
-/* ... nonzero when $BITNET_TEST_FAIL names `step` (create|build|alloc|run). */
+/* ... nonzero when $BITNET_TEST_FAIL names `step` (create|build|alloc|run|side_queue). */
 int bn_test_fail(const char *step);
 
 static inline int bn_is_device_error(bitnet_status st)

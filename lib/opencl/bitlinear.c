@@ -345,6 +345,10 @@ static bitnet_status hq_fill(bn_ocl *o, void *ctx, void *dst, size_t at, size_t 
     return BITNET_OK;
 }
 
+/* The bytes of a token's codes in the device's activations: the row's
+ * blocks of 32 weight bytes, 128 codes each (zero past `in`). */
+static size_t bl_xstride(uint64_t in) { return bitnet_t2_row_bytes(in) / 32 * 128; }
+
 /* Where the codes, scales and sums of T tokens lie in their device buffer. */
 static bitnet_status hq_layout(bn_ocl *o, uint64_t tokens, size_t xstride, hq_job *j)
 {
@@ -408,11 +412,10 @@ static void hq_begin(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, u
     bn_parallel_begin(hq_par(&p->j, rows) ? bn_ocl_host_pool(o) : NULL, &p->sec, rows, hq_grain(&p->j), hq_rows, &p->j);
 }
 
-/* Waits for the quantization begun by hq_begin (nothing if none, or p
- * NULL); a NaN or Inf found is the error. */
+/* Waits for the quantization begun by hq_begin (nothing if none); a NaN or
+ * Inf found is the error. */
 static bitnet_status hq_end(hq_pre *p)
 {
-    if (!p) return BITNET_OK;
     bn_parallel_end(&p->sec);
     if (!p->host) return BITNET_OK;
     if (p->j.bad < p->j.T)
@@ -469,12 +472,10 @@ static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_
         free(j.s), free(j.sum);
     } else {
         if ((st = hq_init(o, io, tbase, in, xstride, &j)) != BITNET_OK) return st;
+        /* a block's too large to hold in staging memory goes on the ops'
+         * queue, in order with what it held before the call */
         if (bk) bn_ocl_borrow(bk->act, j.total, q);
         else st = bn_ocl_scratch(o, j.total, q);
-        if (st == BITNET_OK && bk && bk->after) { /* on the ops' queue: after what `after` marks, as it is */
-            cl_int err = clEnqueueBarrierWithWaitList(bn_ocl_queue(o), 1, &bk->after, NULL);
-            if (err != CL_SUCCESS) st = bn_cl_fail(err, "clEnqueueBarrierWithWaitList(queue, 1, &after, NULL)", __FILE__, __LINE__);
-        }
         if (st == BITNET_OK) st = bn_ocl_upload_fill(o, q->m, 0, j.total, xstride, hq_fill, &j);
         free(j.s), free(j.sum);
     }
@@ -501,7 +502,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const uint64_t T = io->tokens, in = w->in, out = w->out;
     const size_t rb = bitnet_t2_row_bytes(in), nblocks = rb / 32;
-    const size_t xstride = nblocks * 128;
+    const size_t xstride = bl_xstride(in);
     const int group = w->kind == BITNET_SCALE_GROUP;
     bitnet_status st = BITNET_OK;
     /* operands: weights, scales, bias; activations (float or int8 + s); output
@@ -867,12 +868,15 @@ static bitnet_status block_tokens(const bn_ocl_caps *caps, uint64_t T, uint64_t 
     return BITNET_OK;
 }
 
+/* The tokens of the block from t0 of a call of T in blocks of tb. */
+static uint64_t block_n(uint64_t T, uint64_t t0, uint64_t tb) { return T - t0 < tb ? T - t0 : tb; }
+
 /* The block of io's tokens [t0, t0 + tb) (fewer at the end). */
 static void block_io(const bitnet_bitlinear_io *io, uint64_t in, uint64_t out, uint64_t t0, uint64_t tb,
                      bitnet_bitlinear_io *bio)
 {
     *bio = *io;
-    bio->tokens = io->tokens - t0 < tb ? io->tokens - t0 : tb;
+    bio->tokens = block_n(io->tokens, t0, tb);
     if (io->x) bio->x = io->x + t0 * in;
     else {
         bio->xq = io->xq + t0 * in;
@@ -903,10 +907,10 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     hq_pre pre[2] = {{.host = NULL}, {.host = NULL}};
     bitnet_bitlinear_io bio[2];
     cl_event start = NULL; /* the first upload waits for what the queue holds before the call */
-    const size_t xstride = bitnet_t2_row_bytes(in) / 32 * 128;
+    const size_t xstride = bl_xstride(in);
     if (!bufs) st = bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
     for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
-        const uint64_t n = T - b * tb < tb ? T - b * tb : tb;
+        const uint64_t n = block_n(T, b * tb, tb);
         hq_job lay;
         if ((st = hq_layout(o, n, xstride, &lay)) == BITNET_OK && (st = bn_ocl_scratch(o, lay.total, &bufs[2 * b])) == BITNET_OK)
             st = bn_ocl_scratch(o, (size_t)(n * out) * sizeof(float), &bufs[2 * b + 1]);
@@ -929,7 +933,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     hq_drop(o, &pre[0]);
     hq_drop(o, &pre[1]);
     for (uint64_t k = 0; st == BITNET_OK && k < nb; k++) { /* in order: each wait finds the later blocks running */
-        const uint64_t t0 = k * tb, n = T - t0 < tb ? T - t0 : tb;
+        const uint64_t t0 = k * tb, n = block_n(T, t0, tb);
         const size_t bytes = (size_t)(n * out) * sizeof(float);
         st = bn_ocl_staged_wait(o, staged[k], bytes);
         if (st == BITNET_OK) bn_parallel_memcpy(bn_ocl_host_pool(o), io->y + t0 * out, staged[k], bytes);

@@ -183,8 +183,9 @@ bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src,
     return bn_ocl_upload_fill(o, m, offset, bytes, 1, fill_copy, (void *)src);
 }
 
-/* Enqueues the upload of the first n bytes of staging buffer pi into m at
- * offset; the buffer is busy until it is done.
+/* Enqueues on q (after the event `after` where not NULL) the upload of the
+ * first n bytes of staging buffer pi into m at offset; the buffer is busy
+ * until it is done.
  * The event tells when the staging buffer is free again.  An event costs
  * the device time (tests/device/between.c: kernels 3.5 us apart with one
  * each, 1.7 without), but a build whose writes here carried none (the
@@ -192,11 +193,12 @@ bitnet_status bn_ocl_upload(bn_ocl *o, cl_mem m, size_t offset, const void *src,
  * one token, weights kept, three alternating rounds, end to end us,
  * without / with: 16384x16384 58.0-66.1 / 53.3-55.2, 4096x14336 36.6-49.9
  * / 36.8-46.3, 4096x4096 33.6-40.4 / 34.6-35.7. */
-static bitnet_status pin_write(bn_ocl *o, size_t pi, cl_mem m, size_t offset, size_t n)
+static bitnet_status pin_write(bn_ocl *o, size_t pi, cl_command_queue q, cl_event after, cl_mem m, size_t offset,
+                               size_t n)
 {
     bn_ocl_pin *p = &o->pins[pi];
     cl_event ev = NULL;
-    cl_int err = clEnqueueWriteBuffer(o->queue, m, CL_FALSE, offset, n, p->ptr, 0, NULL, &ev);
+    cl_int err = clEnqueueWriteBuffer(q, m, CL_FALSE, offset, n, p->ptr, after ? 1 : 0, after ? &after : NULL, &ev);
     if (err != CL_SUCCESS)
         return bn_cl_fail(err, "clEnqueueWriteBuffer(queue, buf, CL_FALSE, offset, size, staging, ...)", __FILE__,
                           __LINE__);
@@ -220,7 +222,7 @@ bitnet_status bn_ocl_upload_fill(bn_ocl *o, cl_mem m, size_t offset, size_t byte
         bitnet_status st = pin_get(o, n, -1, &pi);
         if (st != BITNET_OK) return st;
         if ((st = fill(o, ctx, o->pins[pi].ptr, at, n)) != BITNET_OK) return st;
-        if ((st = pin_write(o, pi, m, offset + at, n)) != BITNET_OK) return st;
+        if ((st = pin_write(o, pi, o->queue, NULL, m, offset + at, n)) != BITNET_OK) return st;
         at += n;
     }
     return BITNET_OK;
@@ -276,53 +278,23 @@ void bn_ocl_side_free(bn_ocl *o)
 
 bitnet_status bn_ocl_staged_write_side(bn_ocl *o, void *host, cl_mem m, size_t bytes, cl_event after)
 {
-    const cl_command_queue upq = side_queue(o, &o->upq);
-    bitnet_status st;
     size_t pi = o->npins;
     for (size_t i = 0; i < o->npins; i++)
         if (o->pins[i].ptr == host && o->pins[i].held && !o->pins[i].busy && bytes <= o->pins[i].size) pi = i;
     if (pi == o->npins) return bn_fail(BITNET_E_INVALID, "opencl: no held staging memory of %zu bytes at %p", bytes, host);
-    bn_ocl_pin *p = &o->pins[pi];
-    cl_event ev = NULL;
-    cl_int err = clEnqueueWriteBuffer(upq, m, CL_FALSE, 0, bytes, p->ptr, after ? 1 : 0, after ? &after : NULL, &ev);
-    if (err != CL_SUCCESS)
-        return bn_cl_fail(err, "clEnqueueWriteBuffer(upq, buf, CL_FALSE, 0, size, staging, ...)", __FILE__, __LINE__);
-    p->held = 0;
-    clRetainEvent(ev);
-    p->busy = ev;
-    err = clEnqueueBarrierWithWaitList(o->queue, 1, &ev, NULL);
-    if ((st = bn_ocl_pending_push(o, ev, o->op, 1, bytes)) != BITNET_OK) return st;
+    bitnet_status st = pin_write(o, pi, side_queue(o, &o->upq), after, m, 0, bytes);
+    if (st != BITNET_OK) return st;
+    o->pins[pi].held = 0;
+    cl_int err = clEnqueueBarrierWithWaitList(o->queue, 1, &o->pins[pi].busy, NULL);
     if (err != CL_SUCCESS)
         return bn_cl_fail(err, "clEnqueueBarrierWithWaitList(queue, 1, &upload, NULL)", __FILE__, __LINE__);
     return BITNET_OK;
 }
 
-bitnet_status bn_ocl_read_staged_side(bn_ocl *o, cl_mem m, size_t bytes, const void **host)
-{
-    *host = NULL;
-    if (!bytes) return BITNET_OK;
-    if (bytes > PIN_PIECE) return bn_fail(BITNET_E_INVALID, "opencl: %zu bytes to stage at once", bytes);
-    const cl_command_queue downq = side_queue(o, &o->downq);
-    size_t pi;
-    bitnet_status st = pin_get(o, bytes, -1, &pi);
-    if (st != BITNET_OK) return st;
-    bn_ocl_pin *p = &o->pins[pi];
-    cl_event done = NULL, ev = NULL;
-    cl_int err = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, &done);
-    if (err != CL_SUCCESS) return bn_cl_fail(err, "clEnqueueMarkerWithWaitList(queue, 0, NULL, &done)", __FILE__, __LINE__);
-    err = clEnqueueReadBuffer(downq, m, CL_FALSE, 0, bytes, p->ptr, 1, &done, &ev);
-    clReleaseEvent(done);
-    if (err != CL_SUCCESS) {
-        bn_ocl_drain(o); /* nothing stays in flight into the staging buffer */
-        return bn_cl_fail(err, "clEnqueueReadBuffer(downq, buf, CL_FALSE, 0, size, staging, ...)", __FILE__, __LINE__);
-    }
-    p->busy = ev;
-    p->held = 1; /* not reused until bn_ocl_staged_release, even once the read is done */
-    *host = p->ptr;
-    return BITNET_OK;
-}
-
-bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const size_t *bytes, const void **host)
+/* bn_ocl_read_staged on queue q, each read after the event `after` where
+ * not NULL. */
+static bitnet_status read_staged_on(bn_ocl *o, cl_command_queue q, cl_event after, size_t n, const cl_mem *m,
+                                    const size_t *bytes, const void **host)
 {
     *host = NULL;
     size_t total = 0;
@@ -339,7 +311,8 @@ bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const siz
         if (!bytes[i]) continue;
         if (last) clReleaseEvent(last);
         last = NULL;
-        cl_int err = clEnqueueReadBuffer(o->queue, m[i], CL_FALSE, 0, bytes[i], (char *)p->ptr + at, 0, NULL, &last);
+        cl_int err = clEnqueueReadBuffer(q, m[i], CL_FALSE, 0, bytes[i], (char *)p->ptr + at, after ? 1 : 0,
+                                         after ? &after : NULL, &last);
         if (err != CL_SUCCESS) {
             bn_ocl_drain(o); /* nothing stays in flight into the staging buffer */
             return bn_cl_fail(err, "clEnqueueReadBuffer(queue, buf, CL_FALSE, 0, size, staging, ...)", __FILE__,
@@ -351,6 +324,23 @@ bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const siz
     p->held = 1; /* not reused until bn_ocl_staged_release, even once the reads are done */
     *host = p->ptr;
     return BITNET_OK;
+}
+
+bitnet_status bn_ocl_read_staged(bn_ocl *o, size_t n, const cl_mem *m, const size_t *bytes, const void **host)
+{
+    return read_staged_on(o, o->queue, NULL, n, m, bytes, host);
+}
+
+bitnet_status bn_ocl_read_staged_side(bn_ocl *o, cl_mem m, size_t bytes, const void **host)
+{
+    *host = NULL;
+    if (!bytes) return BITNET_OK;
+    cl_event done = NULL;
+    cl_int err = clEnqueueMarkerWithWaitList(o->queue, 0, NULL, &done);
+    if (err != CL_SUCCESS) return bn_cl_fail(err, "clEnqueueMarkerWithWaitList(queue, 0, NULL, &done)", __FILE__, __LINE__);
+    bitnet_status st = read_staged_on(o, side_queue(o, &o->downq), done, 1, &m, &bytes, host);
+    clReleaseEvent(done);
+    return st;
 }
 
 bitnet_status bn_ocl_staged_wait(bn_ocl *o, const void *host, size_t bytes)

@@ -98,6 +98,15 @@ struct bn_pool {
 
 static _Thread_local int in_worker;
 
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 static uint64_t now_ns(void)
 {
     struct timespec ts;
@@ -114,7 +123,7 @@ static int spin_while_eq(const uint64_t *v, uint64_t val, const int *quit)
     for (unsigned i = 1;; i++) {
         if (__atomic_load_n(v, __ATOMIC_ACQUIRE) != val) return 1;
         if (quit && __atomic_load_n(quit, __ATOMIC_RELAXED)) return 1;
-        bn_cpu_relax();
+        cpu_relax();
         if (i % 64 == 0 && now_ns() - t0 > (uint64_t)BN_SPIN_US * 1000u) return 0;
     }
 }

@@ -14,15 +14,6 @@
 #include <stdint.h>
 
 typedef struct bn_pool bn_pool;
-/* A spinning thread's pause. */
-static inline void bn_cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
 typedef void (*bn_range_fn)(void *arg, uint64_t begin, uint64_t end);
 bitnet_status bn_pool_create(bn_pool **p, int threads);
 void bn_pool_free(bn_pool *p);

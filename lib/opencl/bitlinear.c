@@ -586,6 +586,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         qopts = qbuf;
     }
 
+    if (bk && (st = hq_end(bk->pre)) != BITNET_OK) goto out; /* first: the uploads below may want the threads */
     if ((st = bn_ocl_in(o, w->t2, wbytes, &aw)) || (st = bn_ocl_in(o, w->d, nd * sizeof(float), &ad)) ||
         (st = bn_ocl_in(o, io->bias, io->bias ? (size_t)out * sizeof(float) : 0, &ab)) ||
         (st = bn_ocl_in(o, io->residual, io->residual ? ybytes : 0, &ares)))
@@ -885,29 +886,6 @@ static void block_io(const bitnet_bitlinear_io *io, uint64_t in, uint64_t out, u
     if (io->residual) bio->residual = io->residual + t0 * out;
 }
 
-/* Begins the copies out of the staged outputs of blocks [k0, k1) (at most
- * BN_OCL_COPY_OUT_MAX) into y. */
-static bitnet_status blocks_out_begin(bn_ocl *o, bn_ocl_copy_out *c, float *y, uint64_t T, uint64_t tb, uint64_t out,
-                                      const void **staged, uint64_t k0, uint64_t k1)
-{
-    void *dst[BN_OCL_COPY_OUT_MAX];
-    size_t bytes[BN_OCL_COPY_OUT_MAX];
-    for (uint64_t k = k0; k < k1 && k - k0 < BN_OCL_COPY_OUT_MAX; k++) {
-        dst[k - k0] = y + k * tb * out;
-        bytes[k - k0] = (size_t)(block_n(T, k * tb, tb) * out) * sizeof(float);
-    }
-    return bn_ocl_copy_out_begin(o, c, (size_t)(k1 - k0), dst, staged + k0, bytes);
-}
-
-/* The same, ended at once. */
-static bitnet_status blocks_out(bn_ocl *o, float *y, uint64_t T, uint64_t tb, uint64_t out, const void **staged,
-                                uint64_t k0, uint64_t k1)
-{
-    bn_ocl_copy_out c;
-    bitnet_status st = blocks_out_begin(o, &c, y, T, tb, out, staged, k0, k1);
-    return bn_ocl_copy_out_end(&c, st);
-}
-
 bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io)
 {
     bn_ocl *o = ctx;
@@ -945,18 +923,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
         block_io(io, in, out, 0, tb, &bio[0]);
         hq_begin(o, &bio[0], 0, in, xstride, &pre[0]);
     }
-    /* the blocks before the last are copied out as they land, while the
-     * last is enqueued (the ones before those, with a block size set
-     * smaller than BLOCK_MIN, after it) */
-    const uint64_t e0 = nb - 1 > BN_OCL_COPY_OUT_MAX ? nb - 1 - BN_OCL_COPY_OUT_MAX : 0;
-    bn_ocl_copy_out early = {.begun = 0};
     for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
         const int last = b + 1 == nb;
-        /* the block's activations first (a NaN or Inf is found here), as
-         * its uploads may want the threads */
-        if ((st = hq_end(&pre[b % 2])) != BITNET_OK) break;
-        /* every block checked: the copies out may begin */
-        if (last && b > 0 && (st = blocks_out_begin(o, &early, io->y, T, tb, out, staged, e0, b)) != BITNET_OK) break;
         if (!last) block_io(io, in, out, (b + 1) * tb, tb, &bio[(b + 1) % 2]);
         const bl_blocks bk = {&pre[b % 2], last ? NULL : &pre[(b + 1) % 2], &bio[(b + 1) % 2], (b + 1) * tb,
                               bufs[2 * b].m, bufs[2 * b + 1].m, b ? NULL : start};
@@ -964,11 +932,12 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     }
     hq_drop(o, &pre[0]);
     hq_drop(o, &pre[1]);
-    st = bn_ocl_copy_out_end(&early, st);
-    /* what the early copies did not take: the blocks before them, then the last */
-    for (uint64_t k = 0; st == BITNET_OK && k < e0; k += BN_OCL_COPY_OUT_MAX)
-        st = blocks_out(o, io->y, T, tb, out, staged, k, e0 - k < BN_OCL_COPY_OUT_MAX ? e0 : k + BN_OCL_COPY_OUT_MAX);
-    if (st == BITNET_OK) st = blocks_out(o, io->y, T, tb, out, staged, nb - 1, nb);
+    for (uint64_t k = 0; st == BITNET_OK && k < nb; k++) { /* in order: each wait finds the later blocks running */
+        const uint64_t t0 = k * tb, n = block_n(T, t0, tb);
+        const size_t bytes = (size_t)(n * out) * sizeof(float);
+        st = bn_ocl_staged_wait(o, staged[k], bytes);
+        if (st == BITNET_OK) bn_parallel_memcpy(bn_ocl_host_pool(o), io->y + t0 * out, staged[k], bytes);
+    }
     if (st != BITNET_OK) bn_ocl_drain(o); /* no copy stays in flight into staging memory or the buffers */
     else bn_ocl_collect(o);               /* the queues are idle up to the last read: time what ran */
     for (uint64_t k = 0; k < nb; k++) bn_ocl_staged_release(o, staged[k]);

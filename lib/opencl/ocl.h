@@ -9,7 +9,6 @@
 #include <CL/cl.h>
 
 #include "../backend.h"
-#include "../threads.h"
 
 typedef struct bn_ocl bn_ocl; /* one device: context, queue, programs, buffer pool */
 
@@ -81,30 +80,6 @@ void bn_ocl_staged_release(bn_ocl *o, const void *host);
 /* Waits for the reads into the staging memory at host (a read_staged
  * result); bytes are counted in the statistics as downloaded. */
 bitnet_status bn_ocl_staged_wait(bn_ocl *o, const void *host, size_t bytes);
-/* The copies out of staging memory of up to BN_OCL_COPY_OUT_MAX staged
- * reads (bn_ocl_read_staged*), begun on the copy threads and ended apart:
- * each thread waits for the reads of its part by polling their events, so
- * that a read is copied out as soon as it lands while the caller enqueues
- * more work; end joins the copies, waits for every read (bn_ocl_staged_wait)
- * and returns the first failure.  A read that failed is not copied.
- * Between begin and end the copy threads are busy (the caller's own staging
- * copies run on the calling thread). */
-#define BN_OCL_COPY_OUT_MAX 8
-typedef struct {
-    bn_ocl *o;
-    size_t n, total;
-    cl_event ev[BN_OCL_COPY_OUT_MAX];    /* retained: the pins may move meanwhile */
-    int state[BN_OCL_COPY_OUT_MAX];      /* 0 not seen done, 1 done, -1 failed (atomic) */
-    void *dst[BN_OCL_COPY_OUT_MAX];
-    const void *src[BN_OCL_COPY_OUT_MAX];
-    size_t end[BN_OCL_COPY_OUT_MAX];     /* where read i ends in the n reads' bytes */
-    bn_section sec;
-    int begun, deferred;
-    double t0;
-} bn_ocl_copy_out;
-bitnet_status bn_ocl_copy_out_begin(bn_ocl *o, bn_ocl_copy_out *c, size_t n, void *const *dst,
-                                    const void *const *src, const size_t *bytes);
-bitnet_status bn_ocl_copy_out_end(bn_ocl_copy_out *c, bitnet_status st);
 /* Collects the profiling times of finished kernels into the op stats
  * (the queue must be finished, as after waiting for its last command). */
 void bn_ocl_collect(bn_ocl *o);

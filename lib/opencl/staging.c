@@ -343,116 +343,25 @@ bitnet_status bn_ocl_read_staged_side(bn_ocl *o, cl_mem m, size_t bytes, const v
     return st;
 }
 
-/* Waits for the reads into staging memory at host; returns their failure. */
-static bitnet_status staged_done(bn_ocl *o, const void *host)
+bitnet_status bn_ocl_staged_wait(bn_ocl *o, const void *host, size_t bytes)
 {
     for (size_t i = 0; host && i < o->npins; i++) {
         bn_ocl_pin *p = &o->pins[i];
         if (p->ptr != host || !p->busy) continue;
+        const double t0 = bn_now_ms();
         cl_int err = clWaitForEvents(1, &p->busy);
         clReleaseEvent(p->busy);
         p->busy = NULL;
         if (err != CL_SUCCESS) return bn_cl_fail(err, "clWaitForEvents(1, &staged)", __FILE__, __LINE__);
+        bn_ocl_stat_transfer(o, 0, bytes, bn_now_ms() - t0);
     }
     return BITNET_OK;
-}
-
-bitnet_status bn_ocl_staged_wait(bn_ocl *o, const void *host, size_t bytes)
-{
-    const double t0 = bn_now_ms();
-    bitnet_status st = staged_done(o, host);
-    if (st == BITNET_OK) bn_ocl_stat_transfer(o, 0, bytes, bn_now_ms() - t0);
-    return st;
 }
 
 void bn_ocl_staged_release(bn_ocl *o, const void *host)
 {
     for (size_t i = 0; host && i < o->npins; i++)
         if (o->pins[i].ptr == host) o->pins[i].held = 0;
-}
-
-/* ---- copies out as the reads land (bn_ocl_copy_out_begin) --------------------
- * A call in blocks of tokens reads each block's output into staging memory
- * on the queue of downloads; the copy threads poll the reads' events and
- * copy each out as it lands, beside the caller's enqueues of the last block
- * (bitlinear.c).  Polling, not clWaitForEvents: the threads stay awake, as
- * they are between the pool's sections (a sleeping thread takes tens of
- * microseconds to wake on a virtual machine, threads.c).  After POLL_MS of
- * polling a thread waits in the driver instead (a long product, or a device
- * that shares the host's cores, as PoCL's does). */
-#define POLL_MS 0.5
-#define OUT_PIECE (64u << 10) /* the unit of the threads' ranges */
-
-static int poll_done(bn_ocl_copy_out *c, size_t i)
-{
-    int s = __atomic_load_n(&c->state[i], __ATOMIC_ACQUIRE);
-    if (s) return s;
-    const double t0 = bn_now_ms();
-    cl_int es = CL_QUEUED;
-    while (es != CL_COMPLETE && es >= 0) {
-        if (clGetEventInfo(c->ev[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof es, &es, NULL) != CL_SUCCESS) es = -1;
-        else if (es != CL_COMPLETE && es >= 0 && bn_now_ms() - t0 > POLL_MS)
-            es = clWaitForEvents(1, &c->ev[i]) == CL_SUCCESS ? CL_COMPLETE : -1;
-        else
-            for (int k = 0; k < 32; k++) bn_cpu_relax();
-    }
-    s = es == CL_COMPLETE ? 1 : -1;
-    __atomic_store_n(&c->state[i], s, __ATOMIC_RELEASE); /* every thread that looks finds the same */
-    return s;
-}
-
-static void copy_out_range(void *arg, uint64_t b, uint64_t e)
-{
-    bn_ocl_copy_out *c = arg;
-    size_t at = (size_t)b * OUT_PIECE, stop = (size_t)e * OUT_PIECE;
-    if (stop > c->total) stop = c->total;
-    for (size_t i = 0, start = 0; i < c->n && at < stop; start = c->end[i++]) {
-        if (c->end[i] <= at) continue;
-        const size_t to = c->end[i] < stop ? c->end[i] : stop;
-        if (poll_done(c, i) > 0) memcpy((char *)c->dst[i] + (at - start), (const char *)c->src[i] + (at - start), to - at);
-        at = to;
-    }
-}
-
-bitnet_status bn_ocl_copy_out_begin(bn_ocl *o, bn_ocl_copy_out *c, size_t n, void *const *dst,
-                                    const void *const *src, const size_t *bytes)
-{
-    memset(c, 0, sizeof *c); /* c->sec.pool NULL: nothing to end */
-    c->o = o;
-    if (n > BN_OCL_COPY_OUT_MAX) return bn_fail(BITNET_E_INVALID, "opencl: %zu staged reads to copy out at once", n);
-    for (size_t i = 0; i < n; i++) {
-        c->ev[i] = NULL;
-        for (size_t k = 0; k < o->npins; k++)
-            if (o->pins[k].ptr == src[i] && o->pins[k].busy) c->ev[i] = o->pins[k].busy;
-        if (c->ev[i]) clRetainEvent(c->ev[i]);
-        else c->state[i] = 1; /* nothing in flight: it landed */
-        c->dst[i] = dst[i];
-        c->src[i] = src[i];
-        c->total += bytes[i];
-        c->end[i] = c->total;
-        c->n = i + 1;
-    }
-    c->begun = 1;
-    c->t0 = bn_now_ms();
-    bn_pool *pool = c->total >= BN_PARALLEL_COPY_MIN ? copy_pool(o) : NULL;
-    c->deferred = !pool; /* then all at the end, on the calling thread (begin would wait here) */
-    if (pool) bn_parallel_begin(pool, &c->sec, (c->total + OUT_PIECE - 1) / OUT_PIECE, 1, copy_out_range, c);
-    return BITNET_OK;
-}
-
-bitnet_status bn_ocl_copy_out_end(bn_ocl_copy_out *c, bitnet_status st)
-{
-    if (!c->begun) return st;
-    if (c->deferred) copy_out_range(c, 0, (c->total + OUT_PIECE - 1) / OUT_PIECE);
-    bn_parallel_end(&c->sec);
-    c->begun = 0;
-    for (size_t i = 0; i < c->n; i++) {
-        bitnet_status w = staged_done(c->o, c->src[i]); /* landed or failed: the pin's event released */
-        if (st == BITNET_OK) st = w;
-        if (c->ev[i]) clReleaseEvent(c->ev[i]);
-    }
-    if (st == BITNET_OK) bn_ocl_stat_transfer(c->o, 0, c->total, bn_now_ms() - c->t0);
-    return st;
 }
 
 /* Copies bytes [at, at + len) of the downloaded range out of staging memory:

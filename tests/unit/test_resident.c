@@ -867,6 +867,46 @@ static void test_blocks_after_resident_ops(void **state)
     hostact_free(&h);
 }
 
+/* A call in blocks reads each block's output into staging memory and
+ * copies it out once every block is enqueued.  Every block's rows must land
+ * where they belong, from this call's reads: two calls on different
+ * activations follow each other, the output filled with a marker before
+ * each, in blocks of 350 tokens (350, 350, 1), 70 (eleven) and 3 (234);
+ * the reference is the same call in one block. */
+static void test_blocks_many(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    const uint64_t in = 257, out = 1000, T = 701;
+    hostact h = hostact_new(307, out, in, T);
+    const bitnet_ternary_matrix wd = h.wd;
+    const size_t yb = (size_t)(T * out) * 4;
+    float *x2 = malloc((size_t)(T * in) * 4), *ref[2] = {malloc(yb), malloc(yb)};
+    assert_true(x2 && ref[0] && ref[1]);
+    for (uint64_t i = 0; i < T * in; i++) x2[i] = 0.75f - h.x[(i * 7919) % (T * in)];
+    const float *xs[2] = {h.x, x2};
+    setenv("BITNET_OCL_BLOCK_TOKENS", "0", 1);
+    for (int k = 0; k < 2; k++) {
+        bitnet_bitlinear_io io = {.tokens = T, .x = xs[k], .bias = h.m.bias, .y = ref[k]};
+        assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+    }
+    assert_memory_not_equal(ref[0], ref[1], yb);
+    static const char *const blocks[] = {"350", "70", "3"};
+    for (size_t b = 0; b < sizeof blocks / sizeof *blocks; b++) {
+        setenv("BITNET_OCL_BLOCK_TOKENS", blocks[b], 1);
+        for (int rep = 0; rep < 6; rep++) {
+            const int k = rep % 2;
+            for (uint64_t i = 0; i < T * out; i++) h.y[i] = -7.0f;
+            bitnet_bitlinear_io io = {.tokens = T, .x = xs[k], .bias = h.m.bias, .y = h.y};
+            assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+            assert_memory_equal(h.y, ref[k], yb);
+        }
+    }
+    unsetenv("BITNET_OCL_BLOCK_TOKENS");
+    free(x2), free(ref[0]), free(ref[1]);
+    hostact_free(&h);
+}
+
 /* Host activations of 1 to 40 tokens and back, one call after another on
  * the same backend: each upload puts its scales and sums at offsets that
  * follow the token count, in pooled buffers that serve several counts, so
@@ -1141,7 +1181,7 @@ int main(void)
         cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_many_buffers),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_host_activations), cmocka_unit_test(test_host_activations_counts),
-        cmocka_unit_test(test_blocks_after_resident_ops),
+        cmocka_unit_test(test_blocks_after_resident_ops), cmocka_unit_test(test_blocks_many),
         cmocka_unit_test(test_many_checks),
         cmocka_unit_test(test_requant_overflow),
     };

@@ -58,8 +58,21 @@ static size_t piece_for(size_t bytes, size_t least)
  * the noise covers: neither kept.  A trace of the 64-token call
  * (tests/device/cltrace.c) shows the host, not the device, on the critical
  * path: 35-47 us quantizing each block of 32 tokens (1.8 MB of floats), 20
- * us of OpenCL calls enqueueing it, 13 us copying the output out. */
-#define COPY_THREADS 8
+ * us of OpenCL calls enqueueing it, 13 us copying the output out.
+ * Since the next block is quantized while this one is enqueued
+ * (bitlinear.c, 2026-12-06) the threads have work while the device runs,
+ * and 16 won over 8 on two H100 machines (driver 580.159.04, 16-core
+ * hosts; three alternating rounds each of `bitnet-bench --device opencl
+ * --op bitlinear --keep-weights --scale row --min-time 0.3 --no-check
+ * --shape 4096x14336,14336x4096,16384x16384 --tokens 1,64,512`, end to end
+ * in us, 8 / 16): 4096x14336 at 64 tokens 138.9-144.0 / 118.4-131.6 and
+ * 135.1-151.0 / 120.3-125.4, at 512 657-923 / 525-636 and 770-872 /
+ * 607-660; 14336x4096 at 64 210-228 / 199-227 and 213-230 / 197-198, at
+ * 512 757-810 / 699-729 and 874-953 / 778-786; 16384x16384 at 64 274-284
+ * / 258-287 and 271-280 / 264-271, at 512 1038-1104 / 992-1041 and
+ * 1284-1472 / 1160-1179; one token level (the copies of one token go
+ * without the pool). */
+#define COPY_THREADS 16
 
 /* The pool of the staging copies, made at the first large copy (NULL when
  * it cannot be made: the copies then run on the calling thread). */

@@ -179,6 +179,17 @@
  * / 96.9 / 20.7) and 6 k parts (29.9 / 57.5 / 101.0 / 28.7) were faster on
  * one shape and slower on others, one row tile of 8 warps slower on all;
  * one 64-token pass 104.1 on 16384x16384, signed codes 89.0.
+ * Tried and not kept (H100, 2026-12-06, one call, two rounds of
+ * tests/device/mma-sweep.sh with BITNET_OCL_BLOCK_TOKENS=0, kernel sources
+ * swapped by BITNET_KERNEL_DIR, kernel medians in us): whether the loop
+ * waits on its code loads, issued one super-block ahead.  An L2 prefetch
+ * (prefetch.global.L2) of each row's codes 2, 4 or 8 super-blocks ahead was
+ * slower everywhere: 64 tokens 16384x16384 83.8-85.2 against 79.6,
+ * 4096x14336 33.2-34.2 against 32.3, 512 tokens 471-474 against 460 and
+ * 113.8-114.5 against 110.4-110.9; the codes loaded two super-blocks ahead
+ * into registers (16 more) were level: 80.4, 32.5-32.6, 460.1-460.9,
+ * 110.6-110.7, 14336x4096 at 64 tokens 30.7-32.4 against 32.4-32.6.  So
+ * the loop does not wait on the codes' latency either.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

@@ -47,14 +47,15 @@ r = y[: n * 16].reshape(n, 16).astype(np.int64)
 ok = (r[:, 5] > 0) & (r[:, 5] < 100000) & (r[:, 6] < 1024) & (r[:, 0] > 0)
 first = np.argmin(ok) if not ok.all() else n
 r = r[:first]
-tot, wait, copy, mma, epi, nch, sm, g0, g1, pre = (r[:, i] for i in range(10))
+tot, wait, copy, mma, epi, nch, sm, g0, g1, pre, _, eb1, eb2 = (r[:, i] for i in range(13))
 print("warps %d on %d compute units (%.1f a unit), chunks a warp %d-%d" % (
     len(r), len(np.unique(sm)), len(r) / len(np.unique(sm)), nch.min(), nch.max()))
 def q(a):
     return "%8.0f %8.0f %8.0f" % tuple(np.percentile(a, [10, 50, 90]))
 print("%-34s %8s %8s %8s" % ("cycles (warps' p10 p50 p90)", "p10", "p50", "p90"))
 for name, a in (("whole kernel", tot), ("before the loop", pre), ("wait + barrier", wait),
-                ("next chunk's copies", copy), ("decode, local loads, mma", mma), ("epilogue", epi)):
+                ("next chunk's copies", copy), ("decode, local loads, mma", mma), ("epilogue", epi),
+                ("  its first barriers", eb1), ("  sums to local memory", eb2), ("  stores", epi - eb1 - eb2)):
     print("%-34s %s" % (name, q(a)))
 for name, a in (("wait + barrier a chunk", wait / nch), ("copies a chunk", copy / nch),
                 ("decode, loads, mma a chunk", mma / nch)):

@@ -570,44 +570,66 @@ MMA_UNROLL
             }
             st = st == MMA_ST - 1 ? 0 : st + 1;
         }
-        /* The sums through local memory, MMA_EJ token tiles a round
-         * (token-major, rows padded so that the lanes' stores fall on
-         * different banks), then one loop of stores along the rows:
-         * coalesced, and one copy of the epilogue's code where unrolled per
-         * tile it was the bulk of the kernel. */
-        __local int *cs = (__local int *)stg;
-MMA_UNROLL
-        for (int j0 = 0; j0 < MMA_NTT; j0 += MMA_EJ) {
-            barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the stages, or the last round */
+        if (kp > 1) {
+            /* A k part's integer sums go straight from the registers to
+             * part[p][token][row] (bl_mma_sum finishes): through local
+             * memory and the loop below, the epilogue took a fifth of the
+             * kernel at 64 tokens of 4096x14336 (tests/device/mma-clocks.sh;
+             * lib/opencl/bitlinear_mma.c has the figures).  kp is the same
+             * for the whole grid, so the barriers of the other branch are
+             * reached by all of a work-group or none of it. */
 MMA_UNROLL
             for (int m = 0; m < MMA_MT; m++)
 MMA_UNROLL
-                for (int j = j0; j < j0 + MMA_EJ && j < MMA_NTT; j++) {
+                for (int j = 0; j < MMA_NTT; j++) {
                     const int4 c = acc[m][j];
-                    __local int *q = cs + (8 * (j - j0) + 2 * t) * MMA_CS + wm * 16 * MMA_MT + 16 * m + g;
-                    q[0] = c.x;
-                    q[MMA_CS] = c.y;
-                    q[8] = c.z;
-                    q[MMA_CS + 8] = c.w;
+                    const bn_size r0 = rw + (bn_size)(16 * m + g), tk = t0 + (bn_size)(8 * j + 2 * t);
+                    __global int *pp = part + (p * tokens + tk) * out + r0;
+                    if (tk < tokens) {
+                        if (r0 < out) pp[0] = c.x;
+                        if (r0 + 8 < out) pp[8] = c.z;
+                    }
+                    if (tk + 1 < tokens) {
+                        if (r0 < out) pp[out] = c.y;
+                        if (r0 + 8 < out) pp[out + 8] = c.w;
+                    }
                 }
-            barrier(CLK_LOCAL_MEM_FENCE);
+        } else {
+            /* One part: the sums through local memory, MMA_EJ token tiles a
+             * round (token-major, rows padded so that the lanes' stores fall on
+             * different banks), then one loop of stores along the rows:
+             * coalesced, and one copy of the epilogue's code where unrolled per
+             * tile it was the bulk of the kernel. */
+            __local int *cs = (__local int *)stg;
+MMA_UNROLL
+            for (int j0 = 0; j0 < MMA_NTT; j0 += MMA_EJ) {
+                barrier(CLK_LOCAL_MEM_FENCE); /* every warp is done with the stages, or the last round */
+MMA_UNROLL
+                for (int m = 0; m < MMA_MT; m++)
+MMA_UNROLL
+                    for (int j = j0; j < j0 + MMA_EJ && j < MMA_NTT; j++) {
+                        const int4 c = acc[m][j];
+                        __local int *q = cs + (8 * (j - j0) + 2 * t) * MMA_CS + wm * 16 * MMA_MT + 16 * m + g;
+                        q[0] = c.x;
+                        q[MMA_CS] = c.y;
+                        q[8] = c.z;
+                        q[MMA_CS + 8] = c.w;
+                    }
+                barrier(CLK_LOCAL_MEM_FENCE);
 #pragma nounroll
-            for (int i = lid; i < MMA_MR * 8 * MMA_EJ; i += 32 * MMA_WM) {
-                const int n = i / MMA_MR, r = i % MMA_MR;
-                const bn_size row = rg + (bn_size)r, tok = t0 + (bn_size)(8 * j0 + n);
-                if (row >= out || tok >= tokens || 8 * j0 + n >= MMA_NT) continue;
-                const int cv2 = cs[n * MMA_CS + r];
-                if (kp > 1) { /* this part's sums; bl_mma_sum finishes */
-                    part[(p * tokens + tok) * out + row] = cv2;
-                    continue;
-                }
+                for (int i = lid; i < MMA_MR * 8 * MMA_EJ; i += 32 * MMA_WM) {
+                    const int n = i / MMA_MR, r = i % MMA_MR;
+                    const bn_size row = rg + (bn_size)r, tok = t0 + (bn_size)(8 * j0 + n);
+                    if (row >= out || tok >= tokens || 8 * j0 + n >= MMA_NT) continue;
+                    const int cv2 = cs[n * MMA_CS + r];
 #if MMA_SIGNED
-                const int sum = cv2;
+                    const int sum = cv2;
 #else
-                const int sum = cv2 - xsum[tok];
+                    const int sum = cv2 - xsum[tok];
 #endif
-                const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
-                bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+                    const float v = bl_scale(sum, per_row ? d[row] : d[0], xs[tok]);
+                    bl_store(y, tok * out + row, v, bias, has_bias, row, act, perturb);
+                }
             }
         }
     }

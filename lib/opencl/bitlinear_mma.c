@@ -190,6 +190,29 @@
  * into registers (16 more) were level: 80.4, 32.5-32.6, 460.1-460.9,
  * 110.6-110.7, 14336x4096 at 64 tokens 30.7-32.4 against 32.4-32.6.  So
  * the loop does not wait on the codes' latency either.
+ * Where the time goes, counted by the warps themselves
+ * (tests/device/mma-clocks.sh, H100, 2026-12-06, 64 tokens, medians over
+ * the warps, cycles): 16384x16384 (one k part) 135398 for the kernel, of
+ * which a chunk's wait and barrier 86, the next chunk's copies 286, its
+ * decode, local loads and mma 1392 (64 chunks), the epilogue 6578;
+ * 4096x14336 (five k parts, 8 to 12 chunks a warp) 33683-34656, the
+ * epilogue 7151-7486 (a fifth), of which 7074 in its loop of stores to the
+ * k parts' scratch.  So since then a k part's sums go straight from the
+ * registers to the scratch (H100 with a model-143 host, one call, two
+ * alternating rounds of tests/device/mma-sweep.sh, kernel sources swapped
+ * by BITNET_KERNEL_DIR, the switch it had then against the default,
+ * kernel medians of the product in us, bl_mma_sum included): 64 tokens
+ * 4096x14336 27.7-27.8 against 32.1-32.2, 4096x4096 16.4-16.8 against
+ * 19.4-19.6, 16384x16384 78.5-78.7 against 79.2-79.5, 14336x4096 29.3 and
+ * 34.9 against 29.8; 512 tokens 451.5-452.8 against 455.9-457.1,
+ * 109.5-109.6 against 110.6-110.8, 155.5 against 158.8-159.2, 46.2-46.3
+ * against 47.1-47.2; exact against the _ref in the same call.  Tried in
+ * the same call and not kept: the one-part epilogue's loop unrolled 4
+ * times (level at 64 tokens, 1-2% slower at 512), with the rows' and
+ * tokens' operands first staged in local memory (512 tokens 8-12% slower:
+ * 16384x16384 510.8-512.2 us); 64-token passes of 8 warps (16384x16384 at
+ * 64 tokens 99.5 us; with the direct stores 82.9-83.3 at 64 and 426-429 at
+ * 512, 4096x4096 at 512 57.4 against 46.2).
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

@@ -562,11 +562,14 @@ static void test_opencl_nv_emulated(void **state)
  * bl_mma_skinny up to 8 tokens and bl_gemm_mma beyond;
  * BITNET_MMA_OPTS sets their tunables.  Shapes with every awkward in (3: one
  * half super-block; 255: one odd block; 4097: 33 blocks, several chunks),
- * out (1, 5, 17: rows past out in a tile; 64; 1000: many work-groups) and
+ * out (1, 5, 17, 100: rows past out in a tile; 64; 1000: many work-groups) and
  * tokens (2, 3, 7, 8, and 9, 16 with in up to 8192: bl_mma_skinny; 12 with in
- * 8193, 17, 64, 513: bl_gemm_mma; passes and tokens past the count), tensor and row
- * scales, through the tunables the host picks and through fixed ones (2, 3
- * and 4 stages, chunks of 1 to 4 super-blocks, several row tiles per warp,
+ * 8193, 17, 23, 64, 513: bl_gemm_mma; passes and tokens past the count), tensor
+ * and row scales, through the tunables the host picks (k parts over
+ * work-groups where one tile of rows and tokens is all there is, as for
+ * 4097 x 100 x 23: the parts' sums stored from the registers, rows past out
+ * and the last token's pair cut) and through fixed ones (2, 3 and 4
+ * stages, chunks of 1 to 4 super-blocks, several row tiles per warp,
  * s8 decoding, more rows per work-group than out, k parts over work-groups:
  * 3, 17 and the host's; for bl_mma_skinny 1 to 8 warps, 1 to 4 row tiles,
  * 1 to 3 segments in flight and 1 to 3 token tiles a pass, k split over
@@ -576,7 +579,7 @@ static const mshape mma_shapes[] = {
     {3, 5, 8, 0, 1},   {255, 17, 9, 1, 0},   {4097, 5, 17, 0, 1},    {255, 64, 64, 1, 1}, {3, 1000, 9, 1, 1},
     {4097, 64, 8, 1, 0}, {255, 1, 17, 0, 0}, {128, 1000, 64, 0, 1}, {4097, 17, 9, 1, 0}, {255, 17, 513, 1, 1},
     {255, 17, 2, 1, 1},  {4097, 100, 3, 0, 1}, {17, 65, 7, 1, 0},    {1000, 33, 5, 0, 0}, {3, 70, 6, 1, 0},
-    {8193, 5, 12, 0, 1}, {1000, 20, 16, 1, 0},
+    {8193, 5, 12, 0, 1}, {1000, 20, 16, 1, 0}, {4097, 100, 23, 1, 1},
 };
 /* the kernel bitlinear_mma.c picks: bl_mma_skinny up to 8 tokens, and up to
  * 16 where a row has at most 8192 columns */

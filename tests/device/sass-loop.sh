@@ -10,9 +10,12 @@
 #   sh tests/device/sass-loop.sh FAMILY KERNEL ["-DNAME=value ..."] [ARCH]
 #   e.g. sh tests/device/sass-loop.sh bitlinear bl_gemm_mma "-DMMA_NT=32" sm_90
 #
+# KEEP=FILE keeps the whole disassembly there (to read a loop's schedule).
+#
 # Needs clang, libclc's nvptx64--nvidiacl.bc (Debian: libclc-14), ptxas (the
 # CUDA toolkit) and cuobjdump (the CUDA toolkit, or the nvidia-cuda-cuobjdump
-# Python package); PTXAS, CUOBJDUMP and CLC name them where they are not on
+# Python package, with nvdisasm from nvidia-cuda-nvdisasm on the PATH);
+# PTXAS, CUOBJDUMP and CLC name them where they are not on
 # the PATH.  This is clang's front end and optimizer, not NVIDIA's OpenCL
 # compiler: read it to compare two versions of a kernel instruction by
 # instruction, then time both on the device (registers and schedules there
@@ -37,7 +40,7 @@ for t in clang "$PTXAS" "$CUOBJDUMP"; do
     command -v "$t" >/dev/null 2>&1 || { echo "$0: $t not found" >&2; exit 2; }
 done
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap '[ -n "${KEEP:-}" ] && cp "$tmp/k.sass" "$KEEP"; rm -rf "$tmp"' EXIT
 # OpenCL C 1.2's plain `inline` makes no definition of its own under clang
 # (C99 rules); NVIDIA's compiler makes one.  `asm` is a GNU keyword there.
 cat kernels/common.cl "$src" | sed 's/^inline /static inline /' > "$tmp/k.cl"

@@ -311,7 +311,7 @@ void bl_group(__global const uchar *w, __global const char *x, __global const fl
 #define MMA_KB 2
 #endif
 #ifndef MMA_ST
-#define MMA_ST 2
+#define MMA_ST 3
 #endif
 #ifndef MMA_SIGNED
 #define MMA_SIGNED 0

@@ -33,11 +33,31 @@
  *           up to 64 tokens and 64 above (more tokens: equal passes, one
  *           per work-group along dim 0)
  *   MMA_WM  warps along rows (4)     MMA_MT  16-row tiles per warp (2)
- *   MMA_KB  blocks per chunk (2)     MMA_ST  chunks in flight (2)
+ *   MMA_KB  blocks per chunk (2)     MMA_ST  chunks in flight (3)
  *   MMA_KP  (host only) k parts over work-groups: by default one where
  *           the other dimensions give a work-group per compute unit, else
- *           as many as give MMA_FILL per compute unit (mma_parts); their
- *           integer sums go to a scratch and bl_mma_sum adds them in order.
+ *           up to MMA_FILL per compute unit in balanced waves (mma_parts);
+ *           their integer sums go to a scratch and bl_mma_sum adds them in
+ *           order.
+ * Three stages instead of two, and the balanced waves (H100, driver
+ * 580.159.04, 2026-12-06, one call, two alternating rounds of
+ * `BITNET_OCL_BLOCK_TOKENS=0 SETTINGS="|" SHAPES=16384x16384,4096x14336,
+ * 14336x4096,4096x4096 TOKENS=16,64 bash tests/device/mma-sweep.sh` with
+ * the bench of c5eb3f7 and this one; kernel medians of the product in us,
+ * after / before): 64 tokens 78.8-79.0 / 79.2, 26.2-26.4 / 27.9-28.1 (4
+ * parts against 5), 29.4-29.7 / 31.3-32.4, 18.8-21.2 / 20.2-22.0; 16
+ * tokens 50.2-50.4 / 47.8-49.8, 22.6-22.8 / 22.5-24.1, 21.3-21.9 /
+ * 21.0-21.6, 15.2-15.3 / 14.6-15.1 (level or a little slower).  512
+ * tokens, the call before (three stages, the same parts): 449.6-451.9 /
+ * 456.4-458.4, 108.3-108.8 / 110.7-111.6, 147.9-148.2 / 157.2-157.5,
+ * 44.6 / 46.7-46.8.  In the first call of the day three stages alone
+ * (-DMMA_ST=3 against -DMMA_ST=2, two rounds) were 1.6-6% faster at 512
+ * tokens on all four shapes and faster at 64 on three (4096x14336 28.4
+ * against 27.7-28.0); the kernel before 82e3790 showed the same.  The
+ * parts' rule before (enough for MMA_FILL per compute unit, rounded up)
+ * gave 5 parts at 64 tokens of 4096x14336 (320 work-groups: three on some
+ * compute units, two on others); rounding down instead gave 2 rather than
+ * 3 at 16 tokens of 16384x16384, 54.0-54.4 against 47.6-49.5 us.
  * Measured on an H100 (tests/device/mma-sweep.sh, medians of the kernel
  * time of the whole product, q_acts_rows and bl_mma_sum included; two
  * rounds in one call, 2026-11-27), against the kernel before (codes loaded
@@ -368,7 +388,7 @@ static void mma_defaults(mma_geom *gm, uint64_t tokens)
     const uint64_t most = tokens > 64 ? 64 : MMA_MAX_NT;
     const uint64_t passes = (tokens + most - 1) / most;
     const uint64_t per = (tokens + passes - 1) / passes;
-    *gm = (mma_geom){.wm = 4, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 2, .st = 2, .kp = 0};
+    *gm = (mma_geom){.wm = 4, .mt = 2, .nt = (long)((per + 7) / 8 * 8), .kb = 2, .st = 3, .kp = 0};
 }
 
 typedef struct {
@@ -421,7 +441,12 @@ static bitnet_status mma_local_fits(const bn_ocl_caps *caps, uint64_t lbytes)
 }
 
 /* k parts: none where the work-groups of one part already give every
- * compute unit one, else enough for MMA_FILL per compute unit; each part at
+ * compute unit one, else up to MMA_FILL per compute unit: of 1 to
+ * ceil(MMA_FILL cu / groups) parts, the count with the fewest rounds of
+ * work-groups on a compute unit per part (ceil(groups kp / cu) / kp; ties to
+ * more parts: more warps hide more latency).  So 64 groups on 132 compute
+ * units get 4 parts (two work-groups on every unit), not 5 (three on some,
+ * two on others), and 128 groups 3 (the figures are in the header); each part at
  * least MMA_MIN_CHUNKS chunks, the parts' sums at most MMA_PART_BYTES.
  * From one work-group per compute unit on, bl_mma_sum (a second launch and
  * a pass over the parts' sums) cost more than the parts gained: H200,
@@ -445,7 +470,12 @@ static bitnet_status mma_local_fits(const bn_ocl_caps *caps, uint64_t lbytes)
 static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chunks, uint64_t plane_bytes)
 {
     const uint64_t cu = caps->compute_units ? caps->compute_units : 1, want = (uint64_t)MMA_FILL * cu;
-    uint64_t kp = groups >= cu ? 1 : (want + groups - 1) / groups;
+    uint64_t kp = 1;
+    if (groups < cu) { /* balanced waves: fewest rounds of work-groups per compute unit per part, ties to more parts */
+        const uint64_t most = (want + groups - 1) / groups;
+        for (uint64_t k = 2; k <= most; k++)
+            if ((groups * k + cu - 1) / cu * kp <= (groups * kp + cu - 1) / cu * k) kp = k;
+    }
     if (kp > chunks / MMA_MIN_CHUNKS) kp = chunks / MMA_MIN_CHUNKS;
     if (kp > MMA_PART_BYTES / plane_bytes) kp = MMA_PART_BYTES / plane_bytes;
     return kp ? kp : 1;

@@ -28,7 +28,7 @@ SETS=(
     "dp4a"
     ""
     "-DMMA_KP=1"
-    "-DMMA_ST=3"
+    "-DMMA_ST=2"
     "-DMMA_NT=64"
     "-DMMA_NT=16 -DMMA_ST=4"
     "-DMMA_MT=1"

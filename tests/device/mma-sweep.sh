@@ -40,7 +40,10 @@ SETS=(
     "-DMMA_KP=6"
     "-DMMA_KP=12"
 )
-[ -n "${SETTINGS:-}" ] && IFS='|' read -r -a SETS <<< "$SETTINGS"
+# SETTINGS set but empty: the host's choice alone (not the list above)
+if [ "${SETTINGS+set}" = set ]; then
+    if [ -z "$SETTINGS" ]; then SETS=(""); else IFS='|' read -r -a SETS <<< "$SETTINGS"; fi
+fi
 sel=${ONLY:-$(seq 1 ${#SETS[@]})}
 
 command -v "$B" > /dev/null || { echo "mma-sweep: $B not found" >&2; exit 2; }

@@ -39,12 +39,14 @@
  *   on NVIDIA, unless BITNET_OCL_PORTABLE=1, tensor and row scales from
  *   BITNET_MMA_MIN_TOKENS tokens on (default 2; a large value turns it off)
  *   take INT8 mma.sync instead of the NV variants.
- *   BITNET_MMA_OPTS="-DMMA_WM=4 -DMMA_MT=2 -DMMA_NT=32 -DMMA_KB=2 -DMMA_ST=2 -DMMA_KP=3"
+ *   BITNET_MMA_OPTS="-DMMA_WM=4 -DMMA_MT=2 -DMMA_NT=32 -DMMA_KB=2 -DMMA_ST=3 -DMMA_KP=3"
  *                     (bl_mma_skinny, up to 8 tokens, reads SK_W, SK_T and SK_U)
  *                     is appended to its build options; the tunables it names
  *                     replace the ones chosen from the shape (bitlinear_mma.c);
  *                     -DMMA_SIGNED=1 decodes codes to s8 (default u8 codes
- *                     less the per-token sums).
+ *                     less the per-token sums); other options go to the
+ *                     driver as they are (NVIDIA's register cap is spelled
+ *                     -cl-nv-maxrregcount=N).
  *   BITNET_MMA_EMULATE=1 (tests) builds it with -DMMA_EMULATE (the mma in
  *                     portable OpenCL C) and takes it on any device.
  */

@@ -11,6 +11,11 @@
 #   e.g. sh tests/device/sass-loop.sh bitlinear bl_gemm_mma "-DMMA_NT=32" sm_90
 #
 # KEEP=FILE keeps the whole disassembly there (to read a loop's schedule).
+# PTXAS_OPTS adds options to ptxas (e.g. -maxrregcount=128).
+# PTX=FILE assembles that PTX instead of compiling the source with clang:
+# the PTX NVIDIA's OpenCL compiler made, as the binary cache keeps it (a
+# <key>.bin file of the cache directory, read past its 32-byte header), so
+# that the loop read is the driver's front end's.  FAMILY is then unused.
 #
 # Needs clang, libclc's nvptx64--nvidiacl.bc (Debian: libclc-14), ptxas (the
 # CUDA toolkit) and cuobjdump (the CUDA toolkit, or the nvidia-cuda-cuobjdump
@@ -31,16 +36,28 @@ if [ -z "$family" ] || [ -z "$kernel" ]; then
     exit 2
 fi
 src=kernels/$family.cl
-[ -r "$src" ] || { echo "$0: $src not found (run from the repository root)" >&2; exit 2; }
 CLC=${CLC:-/usr/lib/clc/nvptx64--nvidiacl.bc}
 PTXAS=${PTXAS:-ptxas}
 CUOBJDUMP=${CUOBJDUMP:-cuobjdump}
-[ -r "$CLC" ] || { echo "$0: libclc bitcode $CLC not found (install libclc, or set CLC)" >&2; exit 2; }
-for t in clang "$PTXAS" "$CUOBJDUMP"; do
+tools="$PTXAS $CUOBJDUMP"
+if [ -n "${PTX:-}" ]; then
+    [ -r "$PTX" ] || { echo "$0: $PTX not found" >&2; exit 2; }
+else
+    [ -r "$src" ] || { echo "$0: $src not found (run from the repository root)" >&2; exit 2; }
+    [ -r "$CLC" ] || { echo "$0: libclc bitcode $CLC not found (install libclc, or set CLC)" >&2; exit 2; }
+    tools="clang $tools"
+fi
+for t in $tools; do
     command -v "$t" >/dev/null 2>&1 || { echo "$0: $t not found" >&2; exit 2; }
 done
 tmp=$(mktemp -d)
 trap '[ -n "${KEEP:-}" ] && cp "$tmp/k.sass" "$KEEP"; rm -rf "$tmp"' EXIT
+if [ -n "${PTX:-}" ]; then
+    case $(head -c 8 "$PTX") in
+    BNCLBIN1) tail -c +33 "$PTX" | tr -d '\000' > "$tmp/k.ptx" ;;
+    *) cp "$PTX" "$tmp/k.ptx" ;;
+    esac
+else
 # OpenCL C 1.2's plain `inline` makes no definition of its own under clang
 # (C99 rules); NVIDIA's compiler makes one.  `asm` is a GNU keyword there.
 cat kernels/common.cl "$src" | sed 's/^inline /static inline /' > "$tmp/k.cl"
@@ -49,7 +66,9 @@ clang -cl-std=CL1.2 -target nvptx64--nvidiacl -Xclang -target-cpu -Xclang sm_80 
     -Xclang -target-feature -Xclang +ptx75 -O3 -S -Xclang -finclude-default-header \
     -Xclang -mlink-bitcode-file -Xclang "$CLC" -D__NV_CL_C_VERSION=120 -Dasm=__asm__ $opts \
     -Wno-everything -o "$tmp/k.ptx" "$tmp/k.cl"
-"$PTXAS" -arch="$arch" -v -O3 -o "$tmp/k.cubin" "$tmp/k.ptx" 2> "$tmp/ptxas.txt"
+fi
+# shellcheck disable=SC2086 # PTXAS_OPTS: words, e.g. -maxrregcount=128
+"$PTXAS" -arch="$arch" -v -O3 ${PTXAS_OPTS:-} -o "$tmp/k.cubin" "$tmp/k.ptx" 2> "$tmp/ptxas.txt"
 grep -A3 "'$kernel'" "$tmp/ptxas.txt" | grep -o 'Used [0-9]* registers.*' || {
     echo "$0: no kernel $kernel in $src with these options" >&2
     exit 1

@@ -233,6 +233,17 @@
  * 16384x16384 510.8-512.2 us); 64-token passes of 8 warps (16384x16384 at
  * 64 tokens 99.5 us; with the direct stores 82.9-83.3 at 64 and 426-429 at
  * 512, 4096x4096 at 512 57.4 against 46.2).
+ * Tried and not kept (H100, 2026-12-06, one call, two rounds of
+ * tests/device/mma-sweep.sh, kernel medians in us, 16384x16384 /
+ * 4096x14336 / 14336x4096 / 4096x4096; tests/perf/NOTES.md has every
+ * figure): the host's choice at 64 tokens 78.9-79.6 / 26.4-26.6 /
+ * 29.1-29.4 / 17.8-18.8 against two k parts 91.3-91.5 / 35.7 / 36.6-37.9
+ * / 18.9-19.9 (more warps over the same work: slower), chunks of 4 blocks
+ * 88.5-91.2 / 28.4-28.6 / 31.6-33.1 / 17.5-18.6, and the driver's register
+ * cap (-cl-nv-maxrregcount=128 in BITNET_MMA_OPTS: four work-groups a
+ * compute unit) 78.7 / 26.7-26.8 / 29.6-29.8 / 18.8-19.7; at 512 tokens the
+ * cap 446.9-447.6 / 107.7-108.2 / 147.0-147.7 / 44.4-44.7 against
+ * 446.6-446.9 / 107.7-107.8 / 147.0-147.2 / 44.3-44.5.
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

@@ -244,6 +244,16 @@
  * compute unit) 78.7 / 26.7-26.8 / 29.6-29.8 / 18.8-19.7; at 512 tokens the
  * cap 446.9-447.6 / 107.7-108.2 / 147.0-147.7 / 44.4-44.7 against
  * 446.6-446.9 / 107.7-107.8 / 147.0-147.2 / 44.3-44.5.
+ * Tried and not kept (same machine and day, one call, two alternating
+ * rounds, same shapes and units): with one k part, each lane's sums scaled
+ * and stored straight from the registers (bias, activation and residual
+ * unrolled per tile, 8 consecutive rows of a token a quarter-warp) instead
+ * of through local memory and one loop of stores.  Exact (15 of 15 checks
+ * of the sweep natively, 28 emulated runs of test_bitlinear), but slower:
+ * 64 tokens 83.5-84.1 / 27.1-27.6 / 30.7-32.0 / 18.1-19.7 against
+ * 79.0-79.1 / 26.2-26.4 / 29.2-30.5 / 17.9-19.4, 512 tokens 530.5-531.9 /
+ * 121.3-122.8 / 203.1-203.5 / 50.6-50.8 against 448.9-449.5 / 108.0-108.1
+ * / 147.3-147.8 / 44.5-44.9; 16 tokens level (k parts there).
  */
 #include "../cpu/bitlinear.h"
 #include "ocl.h"

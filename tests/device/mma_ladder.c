@@ -1,0 +1,228 @@
+/*
+ * mma_ladder.c - where bl_gemm_mma's loop loses the tensor cores' rate: its
+ * loop rebuilt one piece at a time, each level timed alone on an NVIDIA GPU
+ * (inline PTX, as in kernels/bitlinear.cl).  Every level has the product's
+ * shape at 32 tokens a pass: work-groups of 4 warps, each warp 2 row tiles x
+ * 4 token tiles, a chunk of one super-block = 4 k-steps x 16 mma.m16n8k32
+ * (u8 x s8), CHUNKS chunks a launch (64: a row of 16384 columns), 2 or 3
+ * work-groups a compute unit.
+ *   level 1  the mma alone, A and B from registers (mma_peak's "pattern")
+ *   level 2  + B from local memory: 4 LDS.128 a k-step at the product's
+ *            swizzled positions, the stage turning every chunk
+ *   level 3  + A decoded from code words every k-step (shift, AND), the
+ *            next chunk's words taking the place of this one's
+ *   level 4  + a barrier of the work-group every chunk
+ *   level 5  + the code words loaded from global memory one chunk ahead
+ *            (rows of CHUNKS x 64 bytes, 16 bytes a lane, as the product)
+ *   level 6  + the activations copied by cp.async into three stages, the
+ *            copies of chunk c + 2 issued after the wait for chunk c
+ * Nothing but the level's pieces is in a loop; the sums go to a buffer so
+ * that nothing is dropped.  Prints the kernel median, the rate and the
+ * cycles a chunk a scheduler at the clock given (default 1.98 GHz).
+ * A probe for the GPU machine (tests/device/), not part of the library or
+ * its tests.
+ *
+ *   cc -O2 -o mma_ladder tests/device/mma_ladder.c -lOpenCL
+ *   ./mma_ladder [CHUNKS [GHZ]]
+ */
+#define CL_TARGET_OPENCL_VERSION 120
+#include <CL/cl.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "probe.h"
+
+#define REPS 21
+
+static const char *src =
+    "#define NT 32\n"
+    "#define XU 16\n"
+    "#define SU (NT * XU)\n"
+    "#define ST 3\n"
+    "#define XPOS(n, u) ((n) * XU + ((u) ^ ((((u) >> 3) & 1) << 1) ^ (((n) & 1) << 2)))\n"
+    "inline int4 mma(int4 a, int2 b, int4 c) {\n"
+    "  int d0, d1, d2, d3;\n"
+    "  asm volatile(\"mma.sync.aligned.m16n8k32.row.col.s32.u8.s8.s32 \"\n"
+    "    \"{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\"\n"
+    "    : \"=r\"(d0), \"=r\"(d1), \"=r\"(d2), \"=r\"(d3)\n"
+    "    : \"r\"(a.x), \"r\"(a.y), \"r\"(a.z), \"r\"(a.w), \"r\"(b.x), \"r\"(b.y), \"r\"(c.x), \"r\"(c.y), \"r\"(c.z), \"r\"(c.w));\n"
+    "  return (int4)(d0, d1, d2, d3); }\n"
+    "inline void cp16(__local uint4 *dst, __global const uchar *src) {\n"
+    "  asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16;\" :: \"r\"((uint)(ulong)dst), \"l\"((ulong)src) : \"memory\"); }\n"
+    "inline int dec(uint w, int s) { return (int)((w >> (2 * s)) & 0x03030303u); }\n"
+    "__kernel __attribute__((reqd_work_group_size(32, 4, 1)))\n"
+    "void ladder(__global const uint4 *w, __global const uchar *x, __global int *out, const int chunks,\n"
+    "            const uint wrow, const uint xstride) {\n"
+    "  __local uint4 stg[ST * SU];\n"
+    "  const int lane = get_local_id(0), wm = get_local_id(1), lid = wm * 32 + lane, g = lane >> 2, t = lane & 3;\n"
+    "  for (int i = lid; i < ST * SU; i += 128) stg[i] = (uint4)(i, 3 * i, 5 * i, 7 * i);\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  int4 acc[2][4];\n"
+    "#pragma unroll\n"
+    "  for (int m = 0; m < 2; m++)\n"
+    "#pragma unroll\n"
+    "    for (int j = 0; j < 4; j++) acc[m][j] = (int4)(m + j);\n"
+    "  const ulong row0 = ((ulong)get_group_id(0) * 4 + (ulong)wm) * 32;\n"
+    "  __global const uint4 *wr[2][2];\n"
+    "#pragma unroll\n"
+    "  for (int m = 0; m < 2; m++)\n"
+    "#pragma unroll\n"
+    "    for (int h = 0; h < 2; h++) wr[m][h] = w + (row0 + (ulong)(16 * m + 8 * h + g)) * wrow + t;\n"
+    "  uint4 cv[2][2];\n"
+    "#pragma unroll\n"
+    "  for (int m = 0; m < 2; m++)\n"
+    "#pragma unroll\n"
+    "    for (int h = 0; h < 2; h++)\n"
+    "#if LEVEL >= 5\n"
+    "      cv[m][h] = wr[m][h][0];\n"
+    "#else\n"
+    "      cv[m][h] = (uint4)(lane + m, 3 * lane + h, 5 * lane, 7 * lane);\n"
+    "#endif\n"
+    "  const int4 bb[4] = {(int4)(lane, 1, 2, 3), (int4)(4, lane, 5, 6), (int4)(7, 8, lane, 9), (int4)(10, 11, 12, lane)};\n"
+    "#if LEVEL >= 6\n"
+    "  __global const uchar *xo[4];\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; xo[i] = x + (j / XU) * xstride + (j % XU) * 16; }\n"
+    "#pragma unroll\n"
+    "  for (int c0 = 0; c0 < 2; c0++) {\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; cp16(stg + c0 * SU + XPOS(j / XU, j % XU), xo[i] + c0 * 256); }\n"
+    "    asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+    "#endif\n"
+    "  int st = 0;\n"
+    "  for (int c = 0; c < chunks; c++) {\n"
+    "#if LEVEL >= 6\n"
+    "    asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\");\n"
+    "#endif\n"
+    "#if LEVEL >= 4\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "#endif\n"
+    "#if LEVEL >= 6\n"
+    "    { const int sn = st == 0 ? 2 : st - 1;\n"
+    "      if (c + 2 < chunks) {\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; cp16(stg + sn * SU + XPOS(j / XU, j % XU), xo[i] + (c + 2) * 256); } }\n"
+    "      asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+    "#endif\n"
+    "    uint4 cn[2][2];\n"
+    "#pragma unroll\n"
+    "    for (int m = 0; m < 2; m++)\n"
+    "#pragma unroll\n"
+    "      for (int h = 0; h < 2; h++)\n"
+    "#if LEVEL >= 5\n"
+    "        cn[m][h] = wr[m][h][(c + 1 < chunks ? c + 1 : c) * 4];\n"
+    "#else\n"
+    "        cn[m][h] = cv[m][h] ^ (uint4)(c);\n"
+    "#endif\n"
+    "    __local const uint4 *sb = stg + st * SU;\n"
+    "#pragma unroll\n"
+    "    for (int s = 0; s < 4; s++) {\n"
+    "      int4 a[2][2];\n"
+    "#pragma unroll\n"
+    "      for (int m = 0; m < 2; m++) {\n"
+    "#if LEVEL >= 3\n"
+    "        const uint4 w0 = cv[m][0], w1 = cv[m][1];\n"
+    "        a[m][0] = (int4)(dec(w0.x, s), dec(w1.x, s), dec(w0.y, s), dec(w1.y, s));\n"
+    "        a[m][1] = (int4)(dec(w0.z, s), dec(w1.z, s), dec(w0.w, s), dec(w1.w, s));\n"
+    "#else\n"
+    "        a[m][0] = as_int4(cv[m][0]);\n"
+    "        a[m][1] = as_int4(cv[m][1]);\n"
+    "#endif\n"
+    "      }\n"
+    "      const int u = 8 * (t >> 1) + 2 * s + (t & 1);\n"
+    "#pragma unroll\n"
+    "      for (int j = 0; j < 4; j++) {\n"
+    "#if LEVEL >= 2\n"
+    "        const int4 xv = as_int4(sb[XPOS(8 * j + g, u)]);\n"
+    "#else\n"
+    "        const int4 xv = bb[j] + (int4)(s);\n"
+    "#endif\n"
+    "#pragma unroll\n"
+    "        for (int m = 0; m < 2; m++) {\n"
+    "          acc[m][j] = mma(a[m][0], xv.xy, acc[m][j]);\n"
+    "          acc[m][j] = mma(a[m][1], xv.zw, acc[m][j]);\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "#pragma unroll\n"
+    "    for (int m = 0; m < 2; m++) { cv[m][0] = cn[m][0]; cv[m][1] = cn[m][1]; }\n"
+    "    st = st == 2 ? 0 : st + 1;\n"
+    "  }\n"
+    "  int4 sum = (int4)(0);\n"
+    "#pragma unroll\n"
+    "  for (int m = 0; m < 2; m++)\n"
+    "#pragma unroll\n"
+    "    for (int j = 0; j < 4; j++) sum += acc[m][j];\n"
+    "  out[get_global_id(1) * get_global_size(0) + get_global_id(0)] = sum.x + sum.y + sum.z + sum.w; }\n";
+
+int main(int argc, char **argv)
+{
+    const int chunks = argc > 1 ? atoi(argv[1]) : 64;
+    const double ghz = argc > 2 ? atof(argv[2]) : 1.98;
+    if (chunks < 2 || chunks > 4096 || ghz <= 0) {
+        fprintf(stderr, "usage: mma_ladder [CHUNKS (2..4096) [GHZ]]\n");
+        return 2;
+    }
+    cl_uint cus = 0;
+    cl_device_id dev = probe_gpu("mma_ladder", &cus);
+    cl_int err;
+    cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+    CK(err);
+    cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+    CK(err);
+    const cl_uint wrow = (cl_uint)chunks * 4, xstride = (cl_uint)chunks * 256;
+    const size_t max_groups = 3 * (size_t)cus, rows = max_groups * 128;
+    const size_t wbytes = rows * wrow * 16, xbytes = 32 * (size_t)xstride;
+    unsigned char *host = malloc(wbytes > xbytes ? wbytes : xbytes);
+    if (!host) {
+        fprintf(stderr, "mma_ladder: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < (wbytes > xbytes ? wbytes : xbytes); i++) host[i] = (unsigned char)(i * 2654435761u >> 13);
+    cl_mem bw = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, wbytes, host, &err);
+    CK(err);
+    cl_mem bx = clCreateBuffer(ctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, xbytes, host, &err);
+    CK(err);
+    cl_mem bo = clCreateBuffer(ctx, CL_MEM_WRITE_ONLY, max_groups * 128 * sizeof(cl_int), NULL, &err);
+    CK(err);
+    free(host);
+    printf("%d chunks of 64 mma a warp, 4 warps a work-group; cycles at %.2f GHz\n", chunks, ghz);
+    for (int level = 1; level <= 6; level++) {
+        char opts[64];
+        snprintf(opts, sizeof opts, "-DLEVEL=%d", level);
+        cl_program p = probe_build(ctx, dev, 1, &src, opts);
+        if (!p) return 1;
+        cl_kernel k = clCreateKernel(p, "ladder", &err);
+        CK(err);
+        const cl_int c_chunks = chunks;
+        args(k, 0, 6, A(bw), A(bx), A(bo), A(c_chunks), A(wrow), A(xstride));
+        for (int per_cu = 2; per_cu <= 3; per_cu++) {
+            const size_t local[2] = {32, 4}, global[2] = {32 * (size_t)cus * (size_t)per_cu, 4};
+            double tt[REPS];
+            for (int r = -2; r < REPS; r++) {
+                cl_event ev;
+                CK(clEnqueueNDRangeKernel(q, k, 2, NULL, global, local, 0, NULL, &ev));
+                CK(clWaitForEvents(1, &ev));
+                const double us = probe_ev_us(ev);
+                clReleaseEvent(ev);
+                if (r >= 0) tt[r] = us;
+            }
+            const double med = median(tt, REPS);
+            const double mmas = (double)cus * per_cu * 4 * chunks * 64;
+            /* a scheduler runs per_cu warps (one of each work-group) */
+            const double cyc = med * 1e-6 * ghz * 1e9 / chunks;
+            printf("level %d, %d work-groups a compute unit: %8.1f us, %6.1f TOPS, %6.0f cycles a chunk (as many warps a scheduler)\n",
+                   level, per_cu, med, mmas * 8192.0 / (med * 1e-6) * 1e-12, cyc);
+        }
+        clReleaseKernel(k);
+        clReleaseProgram(p);
+    }
+    clReleaseMemObject(bw);
+    clReleaseMemObject(bx);
+    clReleaseMemObject(bo);
+    clReleaseCommandQueue(q);
+    clReleaseContext(ctx);
+    return 0;
+}

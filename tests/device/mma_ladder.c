@@ -16,6 +16,7 @@
  *            (rows of CHUNKS x 64 bytes, 16 bytes a lane, as the product)
  *   level 6  + the activations copied by cp.async into three stages, the
  *            copies of chunk c + 2 issued after the wait for chunk c
+ *   levels 7, 8  levels 5 and 6 with the code words two chunks ahead
  * Nothing but the level's pieces is in a loop; the sums go to a buffer so
  * that nothing is dropped.  Prints the kernel median, the rate and the
  * cycles a chunk a scheduler at the clock given (default 1.98 GHz).
@@ -80,6 +81,13 @@ static const char *src =
     "#else\n"
     "      cv[m][h] = (uint4)(lane + m, 3 * lane + h, 5 * lane, 7 * lane);\n"
     "#endif\n"
+    "#if AHEAD == 2\n"
+    "  uint4 c1[2][2];\n"
+    "#pragma unroll\n"
+    "  for (int m = 0; m < 2; m++)\n"
+    "#pragma unroll\n"
+    "    for (int h = 0; h < 2; h++) c1[m][h] = wr[m][h][4];\n"
+    "#endif\n"
     "  const int4 bb[4] = {(int4)(lane, 1, 2, 3), (int4)(4, lane, 5, 6), (int4)(7, 8, lane, 9), (int4)(10, 11, 12, lane)};\n"
     "#if LEVEL >= 6\n"
     "  __global const uchar *xo[4];\n"
@@ -112,7 +120,7 @@ static const char *src =
     "#pragma unroll\n"
     "      for (int h = 0; h < 2; h++)\n"
     "#if LEVEL >= 5\n"
-    "        cn[m][h] = wr[m][h][(c + 1 < chunks ? c + 1 : c) * 4];\n"
+    "        cn[m][h] = wr[m][h][(c + AHEAD < chunks ? c + AHEAD : c) * 4];\n"
     "#else\n"
     "        cn[m][h] = cv[m][h] ^ (uint4)(c);\n"
     "#endif\n"
@@ -147,7 +155,11 @@ static const char *src =
     "      }\n"
     "    }\n"
     "#pragma unroll\n"
+    "#if AHEAD == 2\n"
+    "    for (int m = 0; m < 2; m++) { cv[m][0] = c1[m][0]; cv[m][1] = c1[m][1]; c1[m][0] = cn[m][0]; c1[m][1] = cn[m][1]; }\n"
+    "#else\n"
     "    for (int m = 0; m < 2; m++) { cv[m][0] = cn[m][0]; cv[m][1] = cn[m][1]; }\n"
+    "#endif\n"
     "    st = st == 2 ? 0 : st + 1;\n"
     "  }\n"
     "  int4 sum = (int4)(0);\n"
@@ -189,9 +201,9 @@ int main(int argc, char **argv)
     CK(err);
     free(host);
     printf("%d chunks of 64 mma a warp, 4 warps a work-group; cycles at %.2f GHz\n", chunks, ghz);
-    for (int level = 1; level <= 6; level++) {
+    for (int level = 1; level <= 8; level++) {
         char opts[64];
-        snprintf(opts, sizeof opts, "-DLEVEL=%d", level);
+        snprintf(opts, sizeof opts, "-DLEVEL=%d -DAHEAD=%d", level > 6 ? level - 2 : level, level > 6 ? 2 : 1);
         cl_program p = probe_build(ctx, dev, 1, &src, opts);
         if (!p) return 1;
         cl_kernel k = clCreateKernel(p, "ladder", &err);

@@ -17,6 +17,9 @@
  *   level 6  + the activations copied by cp.async into three stages, the
  *            copies of chunk c + 2 issued after the wait for chunk c
  *   levels 7, 8  levels 5 and 6 with the code words two chunks ahead
+ *   level 9  level 6 with the code words copied by cp.async too, into
+ *            three stages of their own beside the activations', and read
+ *            from local memory (48 KiB of local memory in all)
  * Nothing but the level's pieces is in a loop; the sums go to a buffer so
  * that nothing is dropped.  Prints the kernel median, the rate and the
  * cycles a chunk a scheduler at the clock given (default 1.98 GHz).
@@ -57,6 +60,9 @@ static const char *src =
     "void ladder(__global const uint4 *w, __global const uchar *x, __global int *out, const int chunks,\n"
     "            const uint wrow, const uint xstride) {\n"
     "  __local uint4 stg[ST * SU];\n"
+    "#if CSTAGE\n"
+    "  __local uint4 cst[ST * 512];\n"
+    "#endif\n"
     "  const int lane = get_local_id(0), wm = get_local_id(1), lid = wm * 32 + lane, g = lane >> 2, t = lane & 3;\n"
     "  for (int i = lid; i < ST * SU; i += 128) stg[i] = (uint4)(i, 3 * i, 5 * i, 7 * i);\n"
     "  barrier(CLK_LOCAL_MEM_FENCE);\n"
@@ -93,10 +99,19 @@ static const char *src =
     "  __global const uchar *xo[4];\n"
     "#pragma unroll\n"
     "  for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; xo[i] = x + (j / XU) * xstride + (j % XU) * 16; }\n"
+    "#if CSTAGE\n"
+    "  __global const uint4 *wc[4];\n"
+    "#pragma unroll\n"
+    "  for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; wc[i] = w + ((ulong)get_group_id(0) * 128 + (ulong)(j >> 2)) * wrow + (j & 3); }\n"
+    "#endif\n"
     "#pragma unroll\n"
     "  for (int c0 = 0; c0 < 2; c0++) {\n"
     "#pragma unroll\n"
     "    for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; cp16(stg + c0 * SU + XPOS(j / XU, j % XU), xo[i] + c0 * 256); }\n"
+    "#if CSTAGE\n"
+    "#pragma unroll\n"
+    "    for (int i = 0; i < 4; i++) cp16(cst + c0 * 512 + lid + 128 * i, (__global const uchar *)(wc[i] + c0 * 4));\n"
+    "#endif\n"
     "    asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
     "#endif\n"
     "  int st = 0;\n"
@@ -111,15 +126,28 @@ static const char *src =
     "    { const int sn = st == 0 ? 2 : st - 1;\n"
     "      if (c + 2 < chunks) {\n"
     "#pragma unroll\n"
-    "        for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; cp16(stg + sn * SU + XPOS(j / XU, j % XU), xo[i] + (c + 2) * 256); } }\n"
+    "        for (int i = 0; i < 4; i++) { const int j = lid + 128 * i; cp16(stg + sn * SU + XPOS(j / XU, j % XU), xo[i] + (c + 2) * 256); }\n"
+    "#if CSTAGE\n"
+    "#pragma unroll\n"
+    "        for (int i = 0; i < 4; i++) cp16(cst + sn * 512 + lid + 128 * i, (__global const uchar *)(wc[i] + (c + 2) * 4));\n"
+    "#endif\n"
+    "      }\n"
     "      asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n"
+    "#endif\n"
+    "#if CSTAGE\n"
+    "#pragma unroll\n"
+    "    for (int m = 0; m < 2; m++)\n"
+    "#pragma unroll\n"
+    "      for (int h = 0; h < 2; h++) cv[m][h] = cst[st * 512 + (wm * 32 + 16 * m + 8 * h + g) * 4 + t];\n"
     "#endif\n"
     "    uint4 cn[2][2];\n"
     "#pragma unroll\n"
     "    for (int m = 0; m < 2; m++)\n"
     "#pragma unroll\n"
     "      for (int h = 0; h < 2; h++)\n"
-    "#if LEVEL >= 5\n"
+    "#if CSTAGE\n"
+    "        cn[m][h] = cv[m][h];\n"
+    "#elif LEVEL >= 5\n"
     "        cn[m][h] = wr[m][h][(c + AHEAD < chunks ? c + AHEAD : c) * 4];\n"
     "#else\n"
     "        cn[m][h] = cv[m][h] ^ (uint4)(c);\n"
@@ -201,9 +229,10 @@ int main(int argc, char **argv)
     CK(err);
     free(host);
     printf("%d chunks of 64 mma a warp, 4 warps a work-group; cycles at %.2f GHz\n", chunks, ghz);
-    for (int level = 1; level <= 8; level++) {
+    for (int level = 1; level <= 9; level++) {
         char opts[64];
-        snprintf(opts, sizeof opts, "-DLEVEL=%d -DAHEAD=%d", level > 6 ? level - 2 : level, level > 6 ? 2 : 1);
+        snprintf(opts, sizeof opts, "-DLEVEL=%d -DAHEAD=%d -DCSTAGE=%d", level == 9 ? 6 : level > 6 ? level - 2 : level,
+                 level == 7 || level == 8 ? 2 : 1, level == 9);
         cl_program p = probe_build(ctx, dev, 1, &src, opts);
         if (!p) return 1;
         cl_kernel k = clCreateKernel(p, "ladder", &err);

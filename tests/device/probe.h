@@ -1,7 +1,7 @@
 /*
  * probe.h - what the stand-alone GPU-machine probes of tests/device/
- * (latency.c, int8_input.c, mma_peak.c, mma_ladder.c, qacts.c, between.c, hostcost.c, span.c,
- * wgmma.c)
+ * (latency.c, int8_input.c, mma_peak.c, mma_ladder.c, qacts.c, between.c,
+ * hostcost.c, span.c, wgmma.c)
  * share: a wall clock, the median of a sample, CK, which exits with the
  * call and line of a failed OpenCL call, probe_ev_us, a command's profiled
  * time, probe_kernel_s, one profiled launch, args, which sets a run of kernel

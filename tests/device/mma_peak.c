@@ -72,41 +72,24 @@ static const char *src =
 int main(int argc, char **argv)
 {
     const int iters = argc > 1 ? atoi(argv[1]) : 4096;
-    cl_platform_id plats[8];
-    cl_uint np = 0;
-    CK(clGetPlatformIDs(8, plats, &np));
-    cl_device_id dev = NULL;
-    for (cl_uint i = 0; i < np && !dev; i++)
-        if (clGetDeviceIDs(plats[i], CL_DEVICE_TYPE_GPU, 1, &dev, NULL) != CL_SUCCESS) dev = NULL;
-    if (!dev) {
-        fprintf(stderr, "mma_peak: no GPU\n");
-        return 1;
-    }
-    char name[256] = "";
     cl_uint cus = 0;
-    clGetDeviceInfo(dev, CL_DEVICE_NAME, sizeof name, name, NULL);
-    clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+    cl_device_id dev = probe_gpu("mma_peak", &cus);
     cl_int err;
     cl_context ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
     CK(err);
     cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
     CK(err);
-    printf("%s, %u compute units, %d iterations a launch\n", name, cus, iters);
+    printf("%d iterations a launch\n", iters);
     /* acc 0: bl_gemm_mma's operand pattern (PATTERN, 16 mma an iteration on 8 accumulators) */
     static const int accs[] = {0, 4, 8, 16};
     static const int warps[] = {4, 8};
     for (int sg = 1; sg >= 0; sg--)
         for (size_t ai = 0; ai < sizeof accs / sizeof accs[0]; ai++) {
-            char opts[64];
+            char opts[64], label[16];
             snprintf(opts, sizeof opts, "-DSIGNED=%d -DMMA_ACC=%d -DPATTERN=%d", sg, accs[ai] ? accs[ai] : 8, !accs[ai]);
-            cl_program p = clCreateProgramWithSource(ctx, 1, &src, NULL, &err);
-            CK(err);
-            if (clBuildProgram(p, 1, &dev, opts, NULL, NULL) != CL_SUCCESS) {
-                char log[4096] = "";
-                clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, sizeof log, log, NULL);
-                fprintf(stderr, "build failed (%s):\n%s\n", opts, log);
-                return 1;
-            }
+            snprintf(label, sizeof label, accs[ai] ? "acc %2d" : "pattern", accs[ai]);
+            cl_program p = probe_build(ctx, dev, 1, &src, opts);
+            if (!p) return 1;
             cl_kernel k = clCreateKernel(p, "peak", &err);
             CK(err);
             for (size_t wi = 0; wi < sizeof warps / sizeof warps[0]; wi++)
@@ -128,8 +111,7 @@ int main(int argc, char **argv)
                     const double med = median(t, REPS);
                     const double mmas = (double)(global / 32) * iters * (accs[ai] ? accs[ai] : 16);
                     printf("%s %s, %d warps x %d groups/CU: %8.1f us, %6.1f TOPS\n", sg ? "s8.s8" : "u8.s8",
-                           accs[ai] ? (accs[ai] == 4 ? "acc  4" : accs[ai] == 8 ? "acc  8" : "acc 16") : "pattern",
-                           warps[wi], per_cu, med * 1e6, mmas * 8192.0 / med * 1e-12);
+                           label, warps[wi], per_cu, med * 1e6, mmas * 8192.0 / med * 1e-12);
                     clReleaseMemObject(out);
                 }
             clReleaseKernel(k);

@@ -24,6 +24,10 @@
  *   level 9  level 6 with the code words copied by cp.async too, into
  *            three stages of their own beside the activations', and read
  *            from local memory (48 KiB of local memory in all)
+ *   levels 10, 11  levels 5 and 6 with the code words in a tiled layout:
+ *            the 16 rows of a tile one after the other for each chunk
+ *            (1 KiB), so that a warp's load of rows g (or g + 8) is 512
+ *            contiguous bytes instead of 8 rows' 64 bytes each
  * Nothing but the level's pieces is in a loop; the sums go to a buffer so
  * that nothing is dropped.  Prints the kernel median, the rate and the
  * cycles a chunk a scheduler at the clock given (default 1.98 GHz).
@@ -31,7 +35,7 @@
  * its tests.
  *
  *   cc -O2 -o mma_ladder tests/device/mma_ladder.c -lOpenCL
- *   ./mma_ladder [CHUNKS [GHZ]]
+ *   ./mma_ladder [CHUNKS [GHZ [FIRST]]]     (FIRST: the first level run)
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -92,7 +96,7 @@ static const char *src =
     "#elif LEVEL >= 5\n"
     "#define FETCH(USE, cc)\n"
     "#define LOAD(USE, LD, cc) _Pragma(\"unroll\") for (int m = 0; m < 2; m++) _Pragma(\"unroll\") for (int h = 0; h < 2; h++) \\\n"
-    "    LD[m][h] = wr[m][h][((cc) + AHEAD < chunks ? (cc) + AHEAD : (cc)) * 4]\n"
+    "    LD[m][h] = wr[m][h][((cc) + AHEAD < chunks ? (cc) + AHEAD : (cc)) * (TILED ? 64 : 4)]\n"
     "#else\n"
     "#define FETCH(USE, cc)\n"
     "#define LOAD(USE, LD, cc) _Pragma(\"unroll\") for (int m = 0; m < 2; m++) _Pragma(\"unroll\") for (int h = 0; h < 2; h++) \\\n"
@@ -137,12 +141,13 @@ static const char *src =
     "  const ulong row0 = ((ulong)get_group_id(0) * 4 + (ulong)wm) * 32;\n"
     "  __global const uint4 *wr[2][2];\n"
     "  _Pragma(\"unroll\") for (int m = 0; m < 2; m++) _Pragma(\"unroll\") for (int h = 0; h < 2; h++)\n"
-    "    wr[m][h] = w + (row0 + (ulong)(16 * m + 8 * h + g)) * wrow + t;\n"
+    "    wr[m][h] = TILED ? w + ((row0 / 16 + (ulong)m) * chunks) * 64 + 32 * h + lane\n"
+    "                     : w + (row0 + (ulong)(16 * m + 8 * h + g)) * wrow + t;\n"
     "  uint4 cv[2][2], c1[2][2], cn[2][2];\n"
     "  _Pragma(\"unroll\") for (int m = 0; m < 2; m++) _Pragma(\"unroll\") for (int h = 0; h < 2; h++) {\n"
     "#if LEVEL >= 5\n"
     "    cv[m][h] = wr[m][h][0];\n"
-    "    c1[m][h] = wr[m][h][chunks > 1 ? 4 : 0];\n"
+    "    c1[m][h] = wr[m][h][chunks > 1 ? (TILED ? 64 : 4) : 0];\n"
     "#else\n"
     "    cv[m][h] = (uint4)(lane + m, 3 * lane + h, 5 * lane, 7 * lane);\n"
     "    c1[m][h] = cv[m][h] + (uint4)(1);\n"
@@ -186,7 +191,7 @@ int main(int argc, char **argv)
     const int chunks = argc > 1 ? atoi(argv[1]) : 64;
     const double ghz = argc > 2 ? atof(argv[2]) : 1.98;
     if (chunks < 2 || chunks > 4096 || ghz <= 0) {
-        fprintf(stderr, "usage: mma_ladder [CHUNKS (2..4096) [GHZ]]\n");
+        fprintf(stderr, "usage: mma_ladder [CHUNKS (2..4096) [GHZ [FIRST LEVEL]]]\n");
         return 2;
     }
     cl_uint cus = 0;
@@ -213,13 +218,14 @@ int main(int argc, char **argv)
     CK(err);
     free(host);
     printf("%d chunks of 64 mma a warp, 4 warps a work-group; cycles at %.2f GHz\n", chunks, ghz);
-    /* each printed level: the kernel's LEVEL, AHEAD and CSTAGE (the header's list) */
-    static const int lv[][3] = {{1, 1, 0}, {2, 1, 0}, {3, 1, 0}, {4, 1, 0}, {5, 1, 0},
-                                {6, 1, 0}, {5, 2, 0}, {6, 2, 0}, {6, 1, 1}};
-    for (int level = 1; level <= (int)(sizeof lv / sizeof lv[0]); level++) {
-        char opts[64];
-        snprintf(opts, sizeof opts, "-DLEVEL=%d -DAHEAD=%d -DCSTAGE=%d", lv[level - 1][0], lv[level - 1][1],
-                 lv[level - 1][2]);
+    /* each printed level: the kernel's LEVEL, AHEAD, CSTAGE and TILED (the header's list) */
+    static const int lv[][4] = {{1, 1, 0, 0}, {2, 1, 0, 0}, {3, 1, 0, 0}, {4, 1, 0, 0}, {5, 1, 0, 0}, {6, 1, 0, 0},
+                                {5, 2, 0, 0}, {6, 2, 0, 0}, {6, 1, 1, 0}, {5, 1, 0, 1}, {6, 1, 0, 1}};
+    const int first = argc > 3 ? atoi(argv[3]) : 1;
+    for (int level = first < 1 ? 1 : first; level <= (int)(sizeof lv / sizeof lv[0]); level++) {
+        char opts[80];
+        snprintf(opts, sizeof opts, "-DLEVEL=%d -DAHEAD=%d -DCSTAGE=%d -DTILED=%d", lv[level - 1][0],
+                 lv[level - 1][1], lv[level - 1][2], lv[level - 1][3]);
         cl_program p = probe_build(ctx, dev, 1, &src, opts);
         if (!p) return 1;
         cl_kernel k = clCreateKernel(p, "ladder", &err);

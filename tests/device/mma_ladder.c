@@ -48,6 +48,11 @@
 
 #define REPS 21
 
+/* each printed level: the kernel's LEVEL, AHEAD, CSTAGE and TILED (the header's list) */
+static const int lv[][4] = {{1, 1, 0, 0}, {2, 1, 0, 0}, {3, 1, 0, 0}, {4, 1, 0, 0}, {5, 1, 0, 0}, {6, 1, 0, 0},
+                            {5, 2, 0, 0}, {6, 2, 0, 0}, {6, 1, 1, 0}, {5, 1, 0, 1}, {6, 1, 0, 1}};
+#define LEVELS ((int)(sizeof lv / sizeof lv[0]))
+
 static const char *src =
     "#define NT 32\n"
     "#define XU 16\n"
@@ -190,8 +195,9 @@ int main(int argc, char **argv)
 {
     const int chunks = argc > 1 ? atoi(argv[1]) : 64;
     const double ghz = argc > 2 ? atof(argv[2]) : 1.98;
-    if (chunks < 2 || chunks > 4096 || ghz <= 0) {
-        fprintf(stderr, "usage: mma_ladder [CHUNKS (2..4096) [GHZ [FIRST LEVEL]]]\n");
+    const int first = argc > 3 ? atoi(argv[3]) : 1;
+    if (chunks < 2 || chunks > 4096 || ghz <= 0 || first < 1 || first > LEVELS) {
+        fprintf(stderr, "usage: mma_ladder [CHUNKS (2..4096) [GHZ [FIRST LEVEL (1..%d)]]]\n", LEVELS);
         return 2;
     }
     cl_uint cus = 0;
@@ -218,11 +224,7 @@ int main(int argc, char **argv)
     CK(err);
     free(host);
     printf("%d chunks of 64 mma a warp, 4 warps a work-group; cycles at %.2f GHz\n", chunks, ghz);
-    /* each printed level: the kernel's LEVEL, AHEAD, CSTAGE and TILED (the header's list) */
-    static const int lv[][4] = {{1, 1, 0, 0}, {2, 1, 0, 0}, {3, 1, 0, 0}, {4, 1, 0, 0}, {5, 1, 0, 0}, {6, 1, 0, 0},
-                                {5, 2, 0, 0}, {6, 2, 0, 0}, {6, 1, 1, 0}, {5, 1, 0, 1}, {6, 1, 0, 1}};
-    const int first = argc > 3 ? atoi(argv[3]) : 1;
-    for (int level = first < 1 ? 1 : first; level <= (int)(sizeof lv / sizeof lv[0]); level++) {
+    for (int level = first; level <= LEVELS; level++) {
         char opts[80];
         snprintf(opts, sizeof opts, "-DLEVEL=%d -DAHEAD=%d -DCSTAGE=%d -DTILED=%d", lv[level - 1][0],
                  lv[level - 1][1], lv[level - 1][2], lv[level - 1][3]);

@@ -665,28 +665,60 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
  * fragments, the activations straight into the B fragments (L1), nothing
  * staged.  A work-group owns 16 * SK_T rows; its SK_W warps split each
  * row's 64-byte segments (two blocks) between them, warp q taking segments
- * q, q + SK_W, ... (SK_U of them in flight), and their integer sums meet
- * in local memory at the end, where the epilogue runs.  Lane (g, t) =
- * (lane / 4, lane % 4) loads the 16 bytes t of a segment of rows g and
- * g + 8 of each 16-row tile.  Word pair p at shift s makes one m16n8k32
- * product whose k order is the lane's own: k = 4t + j is byte j of word
- * 2p, k = 16 + 4t + j byte j of word 2p + 1.  The B fragment of token g is
- * then the 8 activation bytes those two words meet, consecutive in the
- * row, so one 16-byte load serves both pairs of a shift and all SK_T
- * tiles, and each decoded A fragment serves the SK_N token tiles.  Tunables (the host reads the same names and defaults:
- * lib/opencl/bitlinear_mma.c): */
+ * q, q + SK_W, ... (with SK_A the next one's loads in flight while one
+ * computes), and their integer sums meet in local memory at the end, where
+ * the epilogue runs.  Lane (g, t) = (lane / 4, lane % 4) loads the 16
+ * bytes t of a segment of rows g and g + 8 of each 16-row tile.  Word pair
+ * p at shift s makes one m16n8k32 product whose k order is the lane's own:
+ * k = 4t + j is byte j of word 2p, k = 16 + 4t + j byte j of word 2p + 1.
+ * The B fragment of token g is then the 8 activation bytes those two words
+ * meet, consecutive in the row, so one 16-byte load serves both pairs of a
+ * shift and all SK_T tiles, and each decoded A fragment serves the SK_N
+ * token tiles.  Tunables (the host reads the same names and defaults, and
+ * picks SK_A from the shape: lib/opencl/bitlinear_mma.c): */
 #ifndef SK_W
 #define SK_W 8 /* warps of a work-group, splitting k */
 #endif
 #ifndef SK_T
 #define SK_T 4 /* 16-row tiles of a work-group */
 #endif
-#ifndef SK_U
-#define SK_U 1 /* segments per warp in flight */
+#ifndef SK_A
+#define SK_A 0 /* 1: each step's codes and activations loaded while the step before computes */
 #endif
 #ifndef SK_N
 #define SK_N 1 /* 8-token tiles of a pass over the weights */
 #endif
+/* Step s_ of the warp (its segment s_ SK_W + wid) into registers: row tile
+ * m's codes in CV[m][0..1] (rows g, g + 8), token tile n's 16 activations
+ * at shift sh in XV[n][sh]; zeros past the steps, the row, the tokens. */
+#define SK_LOAD(CV, XV, s_)                                                                                   \
+    {                                                                                                        \
+        const bn_size seg_ = (s_) * SK_W + (bn_size)wid;                                                     \
+        const int ok_ = (s_) < steps && seg_ < nseg && seg_ * 2 + (bn_size)(t >> 1) < nblocks;               \
+        MMA_UNROLL for (int m = 0; m < SK_T; m++) {                                                          \
+            const bn_size ra = r0 + (bn_size)(16 * m + g), rb = ra + 8;                                      \
+            CV[m][0] = ok_ && ra < out ? w[ra * wrow + seg_ * 4 + (bn_size)t] : (uint4)(0);                  \
+            CV[m][1] = ok_ && rb < out ? w[rb * wrow + seg_ * 4 + (bn_size)t] : (uint4)(0);                  \
+        }                                                                                                    \
+        const bn_size xo_ = ok_ ? seg_ * 256 + (bn_size)((t >> 1) * 128 + (t & 1) * 16) : 0;                \
+        MMA_UNROLL for (int n = 0; n < SK_N; n++)                                                            \
+            MMA_UNROLL for (int sh = 0; sh < 4; sh++)                                                        \
+                XV[n][sh] = ok_ && tok_ok[n] ? vload4(0, (__global const uint *)(xr[n] + xo_) + 8 * sh)      \
+                                             : (uint4)(0);                                                   \
+    }
+/* The products of a step loaded by SK_LOAD */
+#define SK_MMA(CV, XV)                                                                                        \
+    MMA_UNROLL for (int sh = 0; sh < 4; sh++)                                                                \
+        MMA_UNROLL for (int m = 0; m < SK_T; m++) {                                                          \
+            const int4 a0 = (int4)(bl_mma_dec(CV[m][0].x, sh), bl_mma_dec(CV[m][1].x, sh),                   \
+                                   bl_mma_dec(CV[m][0].y, sh), bl_mma_dec(CV[m][1].y, sh));                  \
+            const int4 a1 = (int4)(bl_mma_dec(CV[m][0].z, sh), bl_mma_dec(CV[m][1].z, sh),                   \
+                                   bl_mma_dec(CV[m][0].w, sh), bl_mma_dec(CV[m][1].w, sh));                  \
+            MMA_UNROLL for (int n = 0; n < SK_N; n++) {                                                      \
+                c[m][n] = BL_MMA(a0, ((int2)((int)XV[n][sh].x, (int)XV[n][sh].y)), c[m][n]);                 \
+                c[m][n] = BL_MMA(a1, ((int2)((int)XV[n][sh].z, (int)XV[n][sh].w)), c[m][n]);                 \
+            }                                                                                                \
+        }
 __kernel __attribute__((reqd_work_group_size(32, SK_W, 1)))
 void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global const float *xs, __global const float *d,
                    const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
@@ -698,7 +730,7 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
     const int lane = get_local_id(0), wid = get_local_id(1), g = lane >> 2, t = lane & 3;
     const bn_size r0 = get_group_id(0) * 16 * SK_T;
     const bn_size nseg = (nblocks + 1) / 2, wrow = 2 * nblocks; /* segments, uint4s of a row */
-    const bn_size steps = (nseg + SK_W * SK_U - 1) / (SK_W * SK_U);
+    const bn_size steps = (nseg + SK_W - 1) / SK_W;
     for (bn_size t0 = 0; t0 < tokens; t0 += 8 * SK_N) {
         int tok_ok[SK_N];
         __global const uchar *xr[SK_N];
@@ -708,38 +740,25 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
         }
         int4 c[SK_T][SK_N];
         MMA_UNROLL for (int m = 0; m < SK_T; m++) MMA_UNROLL for (int n = 0; n < SK_N; n++) c[m][n] = (int4)(wid == 0 ? MMA_TEST_BIAS : 0);
-        for (bn_size st = 0; st < steps; st++) {
-            uint4 va[SK_T][SK_U], vb[SK_T][SK_U];
-            MMA_UNROLL for (int m = 0; m < SK_T; m++) {
-                const bn_size ra = r0 + (bn_size)(16 * m + g), rb = ra + 8;
-                for (int u = 0; u < SK_U; u++) {
-                    const bn_size seg = (st * SK_U + (bn_size)u) * SK_W + (bn_size)wid;
-                    const int ok = seg < nseg && seg * 2 + (bn_size)(t >> 1) < nblocks;
-                    va[m][u] = ok && ra < out ? w[ra * wrow + seg * 4 + (bn_size)t] : (uint4)(0);
-                    vb[m][u] = ok && rb < out ? w[rb * wrow + seg * 4 + (bn_size)t] : (uint4)(0);
-                }
-            }
-            for (int u = 0; u < SK_U; u++) {
-                const bn_size seg = (st * SK_U + (bn_size)u) * SK_W + (bn_size)wid;
-                const int sok = seg < nseg && seg * 2 + (bn_size)(t >> 1) < nblocks;
-                const bn_size xo = sok ? seg * 256 + (bn_size)((t >> 1) * 128 + (t & 1) * 16) : 0;
-                MMA_UNROLL for (int sh = 0; sh < 4; sh++) {
-                    uint4 xa[SK_N]; /* each tile's 16 activations at shift sh */
-                    MMA_UNROLL for (int n = 0; n < SK_N; n++)
-                        xa[n] = sok && tok_ok[n] ? vload4(0, (__global const uint *)(xr[n] + xo) + 8 * sh) : (uint4)(0);
-                    MMA_UNROLL for (int m = 0; m < SK_T; m++) {
-                        const int4 a0 = (int4)(bl_mma_dec(va[m][u].x, sh), bl_mma_dec(vb[m][u].x, sh),
-                                               bl_mma_dec(va[m][u].y, sh), bl_mma_dec(vb[m][u].y, sh));
-                        const int4 a1 = (int4)(bl_mma_dec(va[m][u].z, sh), bl_mma_dec(vb[m][u].z, sh),
-                                               bl_mma_dec(va[m][u].w, sh), bl_mma_dec(vb[m][u].w, sh));
-                        MMA_UNROLL for (int n = 0; n < SK_N; n++) {
-                            c[m][n] = BL_MMA(a0, ((int2)((int)xa[n].x, (int)xa[n].y)), c[m][n]);
-                            c[m][n] = BL_MMA(a1, ((int2)((int)xa[n].z, (int)xa[n].w)), c[m][n]);
-                        }
-                    }
-                }
+        uint4 cv0[SK_T][2], xv0[SK_N][4];
+#if SK_A
+        /* two sets of registers take turns: one computes, the other loads */
+        uint4 cv1[SK_T][2], xv1[SK_N][4];
+        SK_LOAD(cv0, xv0, (bn_size)0)
+        for (bn_size st = 0; st < steps; st += 2) {
+            SK_LOAD(cv1, xv1, st + 1)
+            SK_MMA(cv0, xv0)
+            if (st + 1 < steps) {
+                SK_LOAD(cv0, xv0, st + 2)
+                SK_MMA(cv1, xv1)
             }
         }
+#else
+        for (bn_size st = 0; st < steps; st++) {
+            SK_LOAD(cv0, xv0, st)
+            SK_MMA(cv0, xv0)
+        }
+#endif
         MMA_UNROLL for (int m = 0; m < SK_T; m++) MMA_UNROLL for (int n = 0; n < SK_N; n++) {
             __local int *rp = red + ((wid * SK_T + m) * SK_N + n) * 128 + lane * 4;
             rp[0] = c[m][n].x;

@@ -8,9 +8,10 @@
  *
  * 2 to 8 tokens (16 where the rows are narrow: MMA_SKINNY_* below):
  * bl_mma_skinny, codes and activations loaded straight into the fragments,
- * 16 * SK_T rows a work-group, SK_W warps splitting k, SK_U segments per
- * warp in flight, SK_N token tiles a pass (defaults SK_DEF_* below, as in
- * the kernel; BITNET_MMA_OPTS may name them).
+ * 16 * SK_T rows a work-group, SK_W warps splitting k, SK_A the next
+ * step's loads in flight (from the shape), SK_N token tiles a pass
+ * (defaults SK_DEF_* below, as in the kernel; BITNET_MMA_OPTS may name
+ * them).
  * H200, 2026-11-27, kernel time of the whole product (q_acts_rows
  * included), weights kept, two rounds, before (2 to 7 tokens bl_gemv_nv3,
  * 8 bl_gemm_mma) / after, us:
@@ -334,7 +335,33 @@
 #define MMA_SKINNY_IN 8192
 #define SK_DEF_W 8 /* bl_mma_skinny's tunables (sk_opts): kernels/bitlinear.cl has the same defaults */
 #define SK_DEF_T 4
-#define SK_DEF_U 1
+/* SK_A, the next step's codes and activations loaded while this one
+ * computes (two sets of registers taking turns): on where the row tiles
+ * give each compute unit at most one work-group, whose 8 warps alone
+ * cannot hide the loads' latency; elsewhere the extra registers (94 -> 206
+ * by tests/device/sass-loop.sh) cost more than the look-ahead gains.  H100,
+ * driver 580.159.04, 2026-12-06, two calls, one launch per product
+ * (BITNET_OCL_BLOCK_TOKENS=0 CHECK=0 SHAPES=... TOKENS=8 bash
+ * tests/device/mma-sweep.sh with the switch as a setting), kernel medians
+ * of the product in us, four rounds at 8 tokens and two at 4, SK_A=1
+ * against the defaults before it: 8 tokens 4096x14336 (64 work-groups on
+ * 132 compute units) 19.7-20.2 against 21.3-22.3, 4096x4096 11.4-12.4
+ * against 12.6-12.9; 4 tokens 17.9-18.4 against 20.4-20.8 and 11.3-12.1
+ * against 11.9-12.5; but at 8 tokens 16384x16384 (256 work-groups)
+ * 39.0-40.8 against 36.5-38.9 and 14336x4096 (224) 20.1-21.3 against
+ * 16.3-17.1.  Tried and not kept, same calls, 8 tokens, 4096x14336 /
+ * 4096x4096 / 16384x16384 / 14336x4096: two steps ahead (three sets, 232
+ * registers) 20.6-21.4 / 12.0-12.8 / 44.0-44.4 / 22.2-23.1; one ahead
+ * with 4 warps 22.8 / 12.4-13.0 / 37.5-38.2 / 16.5-16.9 (level on the
+ * wide rows, slower on the narrow), with 2 row tiles 20.4-21.3 /
+ * 11.3-12.5 / 53.2-54.6 / 22.2-23.0.  SK_U (segments in flight, 1 by
+ * default) went with it: 2 lost on every shape (figures above). */
+static long sk_ahead(const bn_ocl_caps *caps, uint64_t out, long tiles)
+{
+    if (tiles < 1 || !caps->compute_units) return 0;
+    const uint64_t rows = 16 * (uint64_t)tiles;
+    return (out + rows - 1) / rows <= caps->compute_units;
+}
 #define MMA_MAX_NT 32
 #define MMA_MAX_GRID 65535 /* work-groups along dimensions 1 and 2 (NVIDIA's limit) */
 
@@ -427,10 +454,10 @@ static const mma_tunable mma_opts[] = {
 
 /* bl_mma_skinny's tunables (SK_DEF_* defaults, as in the kernel; SK_N from the token count) */
 typedef struct {
-    long w, t, u, n;
+    long w, t, a, n;
 } sk_geom;
 static const mma_tunable sk_opts[] = {
-    {"SK_W", offsetof(sk_geom, w), 0}, {"SK_T", offsetof(sk_geom, t), 0}, {"SK_U", offsetof(sk_geom, u), 0},
+    {"SK_W", offsetof(sk_geom, w), 0}, {"SK_T", offsetof(sk_geom, t), 0}, {"SK_A", offsetof(sk_geom, a), 0},
     {"SK_N", offsetof(sk_geom, n), 0}};
 #define N_SK_OPTS (sizeof sk_opts / sizeof sk_opts[0])
 
@@ -503,25 +530,28 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
 }
 
 /* bl_mma_skinny, 2 to MMA_SKINNY_WIDE tokens: 16 * SK_T rows a work-group,
- * its SK_W warps splitting k, SK_U segments per warp in flight, SK_N
- * 8-token tiles a pass over the weights (default: all the tokens in one). */
+ * its SK_W warps splitting k, SK_A the next step's loads in flight (default:
+ * where the work-groups are at most one per compute unit: SK_A_* above),
+ * SK_N 8-token tiles a pass over the weights (default: all the tokens in
+ * one). */
 static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                 cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,
                                 size_t nblocks, size_t xstride, const char *eopts, int emulate)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     /* one pass over the weights: as many 8-token tiles as the tokens need */
-    sk_geom g = {SK_DEF_W, SK_DEF_T, SK_DEF_U, (long)((io->tokens + 7) / 8)};
+    sk_geom g = {SK_DEF_W, SK_DEF_T, 0, (long)((io->tokens + 7) / 8)};
+    g.a = sk_ahead(caps, w->out, bn_ocl_opt_value(eopts, "SK_T", SK_DEF_T, NULL));
     char opts[768];
     bitnet_status st = mma_build_opts(opts, sizeof opts, emulate, eopts, sk_opts, N_SK_OPTS, &g);
     if (st) return st;
-    const long nw = g.w, mt = g.t, u = g.u, nt = g.n;
-    if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || u < 1 ||
-        u > 16 || nt < 1 || nt > 4)
+    const long nw = g.w, mt = g.t, a = g.a, nt = g.n;
+    if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || a < 0 ||
+        a > 1 || nt < 1 || nt > 4)
         return bn_fail(BITNET_E_INVALID,
                        "bitlinear: mma tunables out of range for 2 to %d tokens (SK_W %ld warps: 32 work-items "
-                       "each, at most %zu; SK_T %ld: 1..16; SK_U %ld: 1..16; SK_N %ld: 1..4)",
-                       MMA_SKINNY_WIDE, nw, caps->max_wg, mt, u, nt);
+                       "each, at most %zu; SK_T %ld: 1..16; SK_A %ld: 0..1; SK_N %ld: 1..4)",
+                       MMA_SKINNY_WIDE, nw, caps->max_wg, mt, a, nt);
     /* red[] of the warps' tiles, and the emulation's scratch */
     const uint64_t lbytes =
         (uint64_t)nw * (uint64_t)mt * (uint64_t)nt * 512 + (emulate ? (uint64_t)(32 * 6 * 4) * (uint64_t)nw : 0);

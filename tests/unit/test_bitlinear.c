@@ -591,9 +591,9 @@ static const char *const mma_opts[] = {
     "-DMMA_WM=3 -DMMA_MT=3 -DMMA_NT=24 -DMMA_KB=4 -DMMA_ST=4",   /* 144 rows, 3 tiles a warp, rows swizzled */
     "-DMMA_WM=2 -DMMA_MT=2 -DMMA_NT=16 -DMMA_KB=2 -DMMA_KP=1000", /* a part per chunk: 17 for in 4097 */
     "-DMMA_WM=1 -DMMA_MT=1 -DMMA_NT=8 -DMMA_KB=8 -DMMA_ST=3 -DMMA_KP=3", /* 3 k parts, 16 units a row */
-    "-DSK_W=3 -DSK_T=3 -DSK_U=2",                                        /* skinny: 3 warps, 3 tiles, 2 in flight */
-    "-DSK_W=1 -DSK_T=1 -DSK_U=3 -DMMA_SIGNED=1",                         /* skinny: one warp, s8 */
-    "-DSK_W=2 -DSK_T=2 -DSK_U=1 -DSK_N=3",                               /* skinny: 2 warps, 2 tiles, 24 tokens a pass */
+    "-DSK_W=3 -DSK_T=3 -DSK_A=1",                                        /* skinny: 3 warps, 3 tiles, loads a step ahead */
+    "-DSK_W=1 -DSK_T=1 -DSK_A=0 -DMMA_SIGNED=1",                         /* skinny: one warp, no look-ahead, s8 */
+    "-DSK_W=2 -DSK_T=2 -DSK_A=1 -DSK_N=3",                               /* skinny: 2 warps, 2 tiles, 24 tokens a pass */
 };
 #define NMMAOPTS (sizeof mma_opts / sizeof mma_opts[0])
 #define NMMA_GEMM 5   /* bl_gemm_mma's option sets: 1 to 5 */
@@ -798,7 +798,7 @@ static void test_opencl_mma_emulated(void **state)
     static const struct { const char *opts; uint64_t tokens; } badopts[] = {
         {"-DMMA_NT=12", 17}, {"-DMMA_KB=3", 17}, {"-DMMA_WM=0", 17}, {"-DMMA_ST=5", 17}, {"-DMMA_NT=1024 -DMMA_KB=256", 17},
         {"-DMMA_NT=12", 9}, {"-DMMA_ST=5", 2}, /* bl_gemm_mma's, where bl_mma_skinny runs: one program holds both */
-        {"-DSK_W=0", 8}, {"-DSK_T=17", 2}, {"-DSK_U=0", 5}, {"-DSK_W=33", 8}, {"-DSK_N=5", 12}, {"-DSK_N=0", 3}, /* bl_mma_skinny */
+        {"-DSK_W=0", 8}, {"-DSK_T=17", 2}, {"-DSK_A=2", 5}, {"-DSK_W=33", 8}, {"-DSK_N=5", 12}, {"-DSK_N=0", 3}, /* bl_mma_skinny */
         {"-DGM_WM=0", 0}, {"-DGM_WM=33", 0}, {"-DGM_MT=9", 0}, {"-DGM_NT=0", 0}, /* bl_group_mma (0: group:128, 9 tokens) */
     };
     for (size_t i = 0; i < sizeof badopts / sizeof badopts[0]; i++) {

@@ -531,7 +531,7 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
 
 /* bl_mma_skinny, 2 to MMA_SKINNY_WIDE tokens: 16 * SK_T rows a work-group,
  * its SK_W warps splitting k, SK_A the next step's loads in flight (default:
- * where the work-groups are at most one per compute unit: SK_A_* above),
+ * where the work-groups are at most one per compute unit: sk_ahead above),
  * SK_N 8-token tiles a pass over the weights (default: all the tokens in
  * one). */
 static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,

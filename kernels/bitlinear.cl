@@ -688,37 +688,43 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 #ifndef SK_N
 #define SK_N 1 /* 8-token tiles of a pass over the weights */
 #endif
-/* Step s_ of the warp (its segment s_ SK_W + wid) into registers: row tile
- * m's codes in CV[m][0..1] (rows g, g + 8), token tile n's 16 activations
- * at shift sh in XV[n][sh]; zeros past the steps, the row, the tokens. */
+/* Step s_ of the warp is its segment seg_ = s_ SK_W + wid; ok_: the step
+ * and the segment exist (else zeros are loaded). */
+#define SK_SEG(s_)                                                                                            \
+    const bn_size seg_ = (s_)*SK_W + (bn_size)wid;                                                           \
+    const int ok_ = (s_) < steps && seg_ < nseg && seg_ * 2 + (bn_size)(t >> 1) < nblocks;                   \
+    const bn_size xo_ = ok_ ? seg_ * 256 + (bn_size)((t >> 1) * 128 + (t & 1) * 16) : 0;
+/* Row tile m's codes of the step into CV[m][0..1] (rows g, g + 8) */
+#define SK_CODES(CV)                                                                                          \
+    MMA_UNROLL for (int m = 0; m < SK_T; m++) {                                                              \
+        const bn_size ra = r0 + (bn_size)(16 * m + g), rb = ra + 8;                                          \
+        CV[m][0] = ok_ && ra < out ? w[ra * wrow + seg_ * 4 + (bn_size)t] : (uint4)(0);                      \
+        CV[m][1] = ok_ && rb < out ? w[rb * wrow + seg_ * 4 + (bn_size)t] : (uint4)(0);                      \
+    }
+/* Token tile n's 16 activations of the step at shift sh into XA[n] */
+#define SK_ACTS(XA, sh)                                                                                       \
+    MMA_UNROLL for (int n = 0; n < SK_N; n++) XA[n] =                                                        \
+        ok_ && tok_ok[n] ? vload4(0, (__global const uint *)(xr[n] + xo_) + 8 * (sh)) : (uint4)(0);
+/* The products of shift sh: codes CV, activations XA[n] */
+#define SK_MMA_SH(CV, XA, sh)                                                                                 \
+    MMA_UNROLL for (int m = 0; m < SK_T; m++) {                                                              \
+        const int4 a0 = (int4)(bl_mma_dec(CV[m][0].x, sh), bl_mma_dec(CV[m][1].x, sh),                       \
+                               bl_mma_dec(CV[m][0].y, sh), bl_mma_dec(CV[m][1].y, sh));                      \
+        const int4 a1 = (int4)(bl_mma_dec(CV[m][0].z, sh), bl_mma_dec(CV[m][1].z, sh),                       \
+                               bl_mma_dec(CV[m][0].w, sh), bl_mma_dec(CV[m][1].w, sh));                      \
+        MMA_UNROLL for (int n = 0; n < SK_N; n++) {                                                          \
+            c[m][n] = BL_MMA(a0, ((int2)((int)XA[n].x, (int)XA[n].y)), c[m][n]);                             \
+            c[m][n] = BL_MMA(a1, ((int2)((int)XA[n].z, (int)XA[n].w)), c[m][n]);                             \
+        }                                                                                                    \
+    }
+/* SK_A: the whole step into registers (XV[sh][n]), then its products */
 #define SK_LOAD(CV, XV, s_)                                                                                   \
     {                                                                                                        \
-        const bn_size seg_ = (s_) * SK_W + (bn_size)wid;                                                     \
-        const int ok_ = (s_) < steps && seg_ < nseg && seg_ * 2 + (bn_size)(t >> 1) < nblocks;               \
-        MMA_UNROLL for (int m = 0; m < SK_T; m++) {                                                          \
-            const bn_size ra = r0 + (bn_size)(16 * m + g), rb = ra + 8;                                      \
-            CV[m][0] = ok_ && ra < out ? w[ra * wrow + seg_ * 4 + (bn_size)t] : (uint4)(0);                  \
-            CV[m][1] = ok_ && rb < out ? w[rb * wrow + seg_ * 4 + (bn_size)t] : (uint4)(0);                  \
-        }                                                                                                    \
-        const bn_size xo_ = ok_ ? seg_ * 256 + (bn_size)((t >> 1) * 128 + (t & 1) * 16) : 0;                \
-        MMA_UNROLL for (int n = 0; n < SK_N; n++)                                                            \
-            MMA_UNROLL for (int sh = 0; sh < 4; sh++)                                                        \
-                XV[n][sh] = ok_ && tok_ok[n] ? vload4(0, (__global const uint *)(xr[n] + xo_) + 8 * sh)      \
-                                             : (uint4)(0);                                                   \
+        SK_SEG(s_)                                                                                           \
+        SK_CODES(CV)                                                                                         \
+        MMA_UNROLL for (int sh = 0; sh < 4; sh++) { SK_ACTS(XV[sh], sh) }                                    \
     }
-/* The products of a step loaded by SK_LOAD */
-#define SK_MMA(CV, XV)                                                                                        \
-    MMA_UNROLL for (int sh = 0; sh < 4; sh++)                                                                \
-        MMA_UNROLL for (int m = 0; m < SK_T; m++) {                                                          \
-            const int4 a0 = (int4)(bl_mma_dec(CV[m][0].x, sh), bl_mma_dec(CV[m][1].x, sh),                   \
-                                   bl_mma_dec(CV[m][0].y, sh), bl_mma_dec(CV[m][1].y, sh));                  \
-            const int4 a1 = (int4)(bl_mma_dec(CV[m][0].z, sh), bl_mma_dec(CV[m][1].z, sh),                   \
-                                   bl_mma_dec(CV[m][0].w, sh), bl_mma_dec(CV[m][1].w, sh));                  \
-            MMA_UNROLL for (int n = 0; n < SK_N; n++) {                                                      \
-                c[m][n] = BL_MMA(a0, ((int2)((int)XV[n][sh].x, (int)XV[n][sh].y)), c[m][n]);                 \
-                c[m][n] = BL_MMA(a1, ((int2)((int)XV[n][sh].z, (int)XV[n][sh].w)), c[m][n]);                 \
-            }                                                                                                \
-        }
+#define SK_MMA(CV, XV) MMA_UNROLL for (int sh = 0; sh < 4; sh++) { SK_MMA_SH(CV, XV[sh], sh) }
 __kernel __attribute__((reqd_work_group_size(32, SK_W, 1)))
 void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global const float *xs, __global const float *d,
                    const int per_row, __global const float *bias, const int has_bias, const int act, __global float *y,
@@ -740,10 +746,10 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
         }
         int4 c[SK_T][SK_N];
         MMA_UNROLL for (int m = 0; m < SK_T; m++) MMA_UNROLL for (int n = 0; n < SK_N; n++) c[m][n] = (int4)(wid == 0 ? MMA_TEST_BIAS : 0);
-        uint4 cv0[SK_T][2], xv0[SK_N][4];
+        uint4 cv0[SK_T][2];
 #if SK_A
         /* two sets of registers take turns: one computes, the other loads */
-        uint4 cv1[SK_T][2], xv1[SK_N][4];
+        uint4 xv0[4][SK_N], cv1[SK_T][2], xv1[4][SK_N];
         SK_LOAD(cv0, xv0, (bn_size)0)
         for (bn_size st = 0; st < steps; st += 2) {
             SK_LOAD(cv1, xv1, st + 1)
@@ -754,9 +760,17 @@ void bl_mma_skinny(__global const uint4 *w, __global const uchar *x, __global co
             }
         }
 #else
+        /* the codes, then each shift's activations loaded where they are
+         * used: all four held at once (as SK_A does) cost 15% at 12 and 16
+         * tokens on 14336x4096 (H100, 2026-12-07: lib/opencl/bitlinear_mma.c) */
         for (bn_size st = 0; st < steps; st++) {
-            SK_LOAD(cv0, xv0, st)
-            SK_MMA(cv0, xv0)
+            SK_SEG(st)
+            SK_CODES(cv0)
+            MMA_UNROLL for (int sh = 0; sh < 4; sh++) {
+                uint4 xa[SK_N];
+                SK_ACTS(xa, sh)
+                SK_MMA_SH(cv0, xa, sh)
+            }
         }
 #endif
         MMA_UNROLL for (int m = 0; m < SK_T; m++) MMA_UNROLL for (int n = 0; n < SK_N; n++) {

@@ -355,7 +355,23 @@
  * with 4 warps 22.8 / 12.4-13.0 / 37.5-38.2 / 16.5-16.9 (level on the
  * wide rows, slower on the narrow), with 2 row tiles 20.4-21.3 /
  * 11.3-12.5 / 53.2-54.6 / 22.2-23.0.  SK_U (segments in flight, 1 by
- * default) went with it: 2 lost on every shape (figures above). */
+ * default) went with it: 2 lost on every shape (figures above).
+ * Both loops once shared one body that loaded a whole step (the four
+ * shifts' activations too) before its products; without SK_A that lost to
+ * the loop before it, which loads each shift's activations where they are
+ * used, at 12 and 16 tokens of 14336x4096 (two 8-token tiles a pass).
+ * H100, 2026-12-07, kernel medians of the product in us, the bench of
+ * 60c6a1e (the loop before) / f47fac1 (the shared body), three alternating
+ * rounds of `BITNET_OCL_BLOCK_TOKENS=0 CHECK=0 SHAPES=14336x4096,4096x4096,
+ * 8192x8192 SETTINGS= TOKENS=12,16 bash tests/device/mma-sweep.sh`:
+ * 14336x4096 12 tokens 19.6-20.2 / 22.9-23.0, 16 tokens 21.0-23.8 /
+ * 24.4-24.9 (with SK_A forced on 22.6 / 24.4); 4096x4096 and 8192x8192
+ * (SK_A on in f47fac1) 13.1-15.5 and 19.9-22.5 in both.  Two rounds the
+ * same day at 2, 4, 8 tokens: level on 16384x16384, 14336x4096 and
+ * 4096x4096, and 4096x14336 with SK_A 17.1-17.8 / 20.1-20.2 us at 2-4 / 8
+ * tokens against 20.3-23.4 / 21.1-21.2.  So without SK_A the loop is the
+ * one before again (the same 398 instructions and 94 registers at one
+ * token tile, 472 and 134 at two against 136, by tests/device/sass-loop.sh). */
 static long sk_ahead(const bn_ocl_caps *caps, uint64_t out, long tiles)
 {
     if (tiles < 1 || !caps->compute_units) return 0;

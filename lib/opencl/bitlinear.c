@@ -40,7 +40,8 @@
  *   BITNET_MMA_MIN_TOKENS tokens on (default 2; a large value turns it off)
  *   take INT8 mma.sync instead of the NV variants.
  *   BITNET_MMA_OPTS="-DMMA_WM=4 -DMMA_MT=2 -DMMA_NT=32 -DMMA_KB=2 -DMMA_ST=3 -DMMA_KP=3"
- *                     (bl_mma_skinny, up to 8 tokens, reads SK_W, SK_T, SK_A and SK_N)
+ *                     (bl_mma_skinny, up to 8 tokens or 16 on rows of at most 8192
+ *                     columns, reads SK_W, SK_T, SK_A and SK_N)
  *                     is appended to its build options; the tunables it names
  *                     replace the ones chosen from the shape (bitlinear_mma.c);
  *                     -DMMA_SIGNED=1 decodes codes to s8 (default u8 codes

@@ -52,6 +52,9 @@ if [ "${VALGRIND:-1}" != 0 ]; then
         fail=$((fail + 1))
     else
         echo "# valgrind memcheck over the CPU-only CLI tests"
+        # valgrind by its full path: some cases run the tools with a PATH of
+        # their own (no gnuplot on it, say), where a bare name is not found
+        vgexe=$(command -v valgrind)
         vg=$(mktemp -d)
         mkdir "$vg/bin" "$vg/logs"
         chmod 755 "$vg" "$vg/bin" # the read-only-directory case runs them as nobody
@@ -62,7 +65,7 @@ if [ "${VALGRIND:-1}" != 0 ]; then
 #!/bin/sh
 for a in "\$@"; do case \$a in *opencl* | auto | --device=auto | --devices | --list-devices | --calibrate | --backends) exec "$t" "\$@" ;; esac; done
 [ -n "\${BITNET_DEVICE:-}" ] && [ "\$BITNET_DEVICE" != cpu ] && exec "$t" "\$@"
-exec valgrind -q --tool=memcheck --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \\
+exec "$vgexe" -q --tool=memcheck --leak-check=full --show-leak-kinds=definite --errors-for-leak-kinds=definite \\
     --log-file="$vg/logs/$name.%p" "$t" "\$@"
 EOF
             chmod +x "$vg/bin/$name"

@@ -371,7 +371,12 @@
  * 4096x4096, and 4096x14336 with SK_A 17.1-17.8 / 20.1-20.2 us at 2-4 / 8
  * tokens against 20.3-23.4 / 21.1-21.2.  So without SK_A the loop is the
  * one before again (the same 398 instructions and 94 registers at one
- * token tile, 472 and 134 at two against 136, by tests/device/sass-loop.sh). */
+ * token tile, 472 and 134 at two against 136, by tests/device/sass-loop.sh),
+ * and timed so the same day (H100, two alternating rounds of the sweep
+ * above with SHAPES=16384x16384,4096x14336,14336x4096 TOKENS=2,8,12,16,
+ * the bench of 1d5b93a / 60c6a1e): 14336x4096 12 tokens 19.4-19.5 /
+ * 18.8-19.6, 16 tokens 21.7-21.9 / 20.9-21.9; 4096x14336 with SK_A 17.0-17.1
+ * / 20.6-20.9 at 2 tokens; 16384x16384 level. */
 static long sk_ahead(const bn_ocl_caps *caps, uint64_t out, long tiles)
 {
     if (tiles < 1 || !caps->compute_units) return 0;

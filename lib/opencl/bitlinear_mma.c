@@ -24,7 +24,14 @@
  * tied everywhere; one row tile was twice as slow at 8 tokens on
  * 16384x16384 (93-105 us: every 16 rows read the 8 tokens' activations
  * again), 2 tiles 72-83 us, 4 warps with 4 tiles 47-55 us.  One token
- * stays on the GEMV (bl_gemv_nv4, 32-34 us on 16384x16384).
+ * stays on the GEMV (bl_gemv_nv4, 32-34 us on 16384x16384).  That GEMV at
+ * 2 to 8 tokens (BITNET_MMA_MIN_TOKENS=100 BITNET_GEMV_NV=4, NV_TT=8) lost
+ * everywhere on an H100 (2026-12-07, two rounds, kernel medians, us,
+ * bl_mma_skinny / nv4): 16384x16384 2 tokens 33.1-33.6 / 51.1-51.4, 8
+ * tokens 37.4-37.8 / 152.3-152.4; 4096x14336 18.0-18.4 / 19.6-20.3 and
+ * 20.4-20.5 / 39.2-41.6; 14336x4096 14.2 / 24.9-25.5 and 16.1-16.6 /
+ * 42.4-43.9: once the codes are shared, the dp4a against each token's
+ * staged activations is the work, which the tensor cores do for free.
  *
  * More tokens: bl_gemm_mma.
  *

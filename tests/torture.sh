@@ -47,14 +47,14 @@ if [ $# -gt 0 ]; then
 fi
 
 if [ "${VALGRIND:-1}" != 0 ]; then
-    if ! command -v valgrind >/dev/null 2>&1; then
+    # valgrind by its full path: some cases run the tools with a PATH of
+    # their own (no gnuplot on it, say), where a bare name is not found
+    vgexe=$(command -v valgrind 2>/dev/null)
+    if [ -z "$vgexe" ]; then
         echo "not ok - valgrind is not installed (tools/install-deps.sh)"
         fail=$((fail + 1))
     else
         echo "# valgrind memcheck over the CPU-only CLI tests"
-        # valgrind by its full path: some cases run the tools with a PATH of
-        # their own (no gnuplot on it, say), where a bare name is not found
-        vgexe=$(command -v valgrind)
         vg=$(mktemp -d)
         mkdir "$vg/bin" "$vg/logs"
         chmod 755 "$vg" "$vg/bin" # the read-only-directory case runs them as nobody

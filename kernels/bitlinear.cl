@@ -688,6 +688,32 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
 #ifndef SK_N
 #define SK_N 1 /* 8-token tiles of a pass over the weights */
 #endif
+/* SK_XF (the host's, from the shape, not a tunable): each row of
+ * activations in the order the B fragments take it (kernels/quantize.cl,
+ * q_code_at with Q_FRAG): in each 256 columns the 16 bytes of lane t at
+ * shift sh lie at 64 sh + 16 t, so that a warp's loads of a shift read 64
+ * consecutive bytes of each of its 8 tokens instead of 32 bytes of each of
+ * 16 lines.  Needs xstride a multiple of 256.  Probes on an H100
+ * (2026-12-07, the row layout read as if it were the other one: wrong
+ * sums, the speed of the loads), kernel medians in us, 8 tokens,
+ * 16384x16384 / 4096x14336 / 14336x4096 / 4096x4096, two alternating
+ * rounds: the row layout 36.0-36.2 / 19.9-20.3 / 16.1-16.5 / 11.8, this
+ * order 33.2 / 17.8-17.9 / 14.1-15.1 / 10.7-11.0, whole 8-token tiles of
+ * fragments (a shift's 512 bytes consecutive) 33.2-34.5 / 16.7-17.1 /
+ * 14.2-14.6 / 10.4-10.5; at 16 tokens 14336x4096 and 4096x4096 20.7-20.9
+ * and 14.3-14.7 / 17.2-17.3 and 12.5-12.7 / 17.0-17.7 and 12.4-12.7.  With
+ * no activation loads at all (three rounds, another call) 32.0-32.5 /
+ * 17.7 / 14.1-14.2 / 11.0-11.4.  The tiles were not kept: the host, which
+ * quantizes host-memory activations, can permute a row in place right
+ * after quantizing it (hq_frag_row in lib/opencl/bitlinear.c), where a
+ * tile needs all its rows first: placing them in a second pass on the
+ * copy threads made host-pointer calls 4.5-6 us slower end to end where
+ * the rows were quantized on several threads (16384x16384 at 4 tokens,
+ * 4096x14336 at 8, 4096x4096 at 16; four alternating rounds), more than
+ * the kernel gained. */
+#ifndef SK_XF
+#define SK_XF 0
+#endif
 /* Step s_ of the warp is its segment seg_ = s_ SK_W + wid; ok_: the step
  * and the segment exist (else zeros are loaded). */
 #define SK_SEG(s_)                                                                                            \
@@ -702,9 +728,16 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
         CV[m][1] = ok_ && rb < out ? w[rb * wrow + seg_ * 4 + (bn_size)t] : (uint4)(0);                      \
     }
 /* Token tile n's 16 activations of the step at shift sh into XA[n] */
+#if SK_XF
+#define SK_ACTS(XA, sh)                                                                                       \
+    MMA_UNROLL for (int n = 0; n < SK_N; n++) XA[n] =                                                        \
+        ok_ && tok_ok[n] ? vload4(0, (__global const uint *)(xr[n] + seg_ * 256 + (bn_size)(16 * t)) + 16 * (sh))  \
+                         : (uint4)(0);
+#else
 #define SK_ACTS(XA, sh)                                                                                       \
     MMA_UNROLL for (int n = 0; n < SK_N; n++) XA[n] =                                                        \
         ok_ && tok_ok[n] ? vload4(0, (__global const uint *)(xr[n] + xo_) + 8 * (sh)) : (uint4)(0);
+#endif
 /* The products of shift sh: codes CV, activations XA[n] */
 #define SK_MMA_SH(CV, XA, sh)                                                                                 \
     MMA_UNROLL for (int m = 0; m < SK_T; m++) {                                                              \

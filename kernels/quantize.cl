@@ -761,6 +761,25 @@ inline uint q_amax4(float4 v)
     return max(max(u.x, u.y), max(u.z, u.w));
 }
 
+/* Where code c (a column, padding included) of a row of BitLinear's
+ * activations lies in it: at c, or with Q_FRAG in the order bl_mma_skinny
+ * reads (kernels/bitlinear.cl, SK_XF; the row a multiple of 256): in each
+ * 256 columns, for each shift sh, columns 32 sh + [0, 32) then 128 + 32 sh +
+ * [0, 32), the 64 bytes lanes t = 0..3 of a token take 16 at a time.  Runs
+ * of 32 columns stay together, so a store of 4 or 16 codes at a multiple of
+ * its size does too. */
+#ifndef Q_FRAG
+#define Q_FRAG 0
+#endif
+inline bn_size q_code_at(bn_size c)
+{
+#if Q_FRAG
+    return (c & ~(bn_size)255) + ((c >> 5) & 3) * 64 + ((c >> 7) & 1) * 32 + (c & 31);
+#else
+    return c;
+#endif
+}
+
 /* q_acts_rows for a row that fits the registers: item lid holds float4s
  * lid, lid + Q_RWG, ... (all loads issued before the first use); the same
  * codes, scale, sum and flag as the two-pass loop. */
@@ -781,18 +800,18 @@ inline void q_acts_reg(__global const float *xr, bn_size cols, bn_size xstride, 
     m = bn_group_umax(red, m, lid, Q_RWG); /* red is free again after it */
     const int bad = m >= 0x7f800000u;
     const float sc = bad ? 1.0f : q_act_scale(m);
-    __global char4 *q4 = (__global char4 *)qr; /* xstride is a multiple of 128: whole char4s */
-    const bn_size w4 = xstride / 4;
+    const bn_size w4 = xstride / 4; /* xstride is a multiple of 128: whole char4s */
     int acc = 0;
 #pragma unroll
     for (int j = 0; j < Q_J4; j++) {
         const bn_size c = lid + (bn_size)j * Q_RWG;
         int4 iv = (int4)(0);
         if (c < n4 && !bad) iv = convert_int4(clamp(rint(v[j] * sc), -128.0f, 127.0f));
-        if (c < w4) q4[c] = convert_char4(iv);
+        if (c < w4) *(__global char4 *)(qr + q_code_at(4 * c)) = convert_char4(iv);
         acc += iv.x + iv.y + iv.z + iv.w;
     }
-    for (bn_size c = lid + (bn_size)Q_J4 * Q_RWG; c < w4; c += Q_RWG) q4[c] = (char4)(0); /* padding */
+    for (bn_size c = lid + (bn_size)Q_J4 * Q_RWG; c < w4; c += Q_RWG) /* padding */
+        *(__global char4 *)(qr + q_code_at(4 * c)) = (char4)(0);
     const int total = bn_group_isum((__local int *)red, acc, lid, Q_RWG);
     if (lid == 0) {
         *sum = total;
@@ -884,7 +903,7 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
             const bn_size i = lid + (bn_size)j * Q_RWG;
             int c = 0;
             if (i < cols && !bad) c = (int)clamp(rint(v[j] * sc), -128.0f, 127.0f);
-            if (i < xstride) qr[i] = (char)c;
+            if (i < xstride) qr[q_code_at(i)] = (char)c;
             tot += c;
         }
         i0 = lid + (bn_size)Q_NJ * Q_RWG; /* what is left is padding */
@@ -892,7 +911,7 @@ inline void q_acts_norm(__global const float *xr, bn_size cols, bn_size xstride,
     for (bn_size i = i0; i < xstride; i += Q_RWG) {
         int c = 0;
         if (i < cols && !bad) c = (int)clamp(rint(q_normed(xr[i], rstd, nw[i]) * sc), -128.0f, 127.0f);
-        qr[i] = (char)c;
+        qr[q_code_at(i)] = (char)c;
         tot += c;
     }
     const int total = bn_group_isum((__local int *)red, tot, lid, Q_RWG);
@@ -947,19 +966,18 @@ __kernel void q_acts_rows(__global const float *x, bn_size cols, bn_size xstride
     int acc = 0;
     if (vec) { /* xstride is a multiple of 128, so whole char4s */
         __global const float4 *x4 = (__global const float4 *)xr;
-        __global char4 *q4 = (__global char4 *)qr;
         const bn_size n4 = cols / 4;
         for (bn_size c = lid; c < xstride / 4; c += Q_RWG) {
             int4 v = (int4)(0);
             if (c < n4 && !bad) v = convert_int4(clamp(rint(x4[c] * sc), -128.0f, 127.0f));
-            q4[c] = convert_char4(v);
+            *(__global char4 *)(qr + q_code_at(4 * c)) = convert_char4(v);
             acc += v.x + v.y + v.z + v.w;
         }
     } else {
         for (bn_size c = lid; c < xstride; c += Q_RWG) {
             int v = 0;
             if (c < cols && !bad) v = (int)clamp(rint(xr[c] * sc), -128.0f, 127.0f);
-            qr[c] = (char)v;
+            qr[q_code_at(c)] = (char)v;
             acc += v;
         }
     }
@@ -997,7 +1015,7 @@ __kernel void q_pad_i8(__global const char *restrict xq, bn_size cols, bn_size x
         } else {
             for (int i = 0; i < 16; i++) u.b[i] = c + (bn_size)i < cols ? src[c + (bn_size)i] : (char)0;
         }
-        vstore16(u.v, 0, dst + c);
+        vstore16(u.v, 0, dst + q_code_at(c));
         const int16 w = convert_int16(u.v);
         const int8 h = w.lo + w.hi;
         const int4 f = h.lo + h.hi;

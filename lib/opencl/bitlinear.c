@@ -280,7 +280,23 @@ typedef struct {
     uint64_t tbase;      /* the call's token number of the first (blocks of a call) */
     char *dst;           /* the piece being filled and its first token */
     uint64_t t0;
+    int frag;            /* each row in bl_mma_skinny's order (bn_ocl_mma_frag) */
 } hq_job;
+
+/* A row of xstride codes in bl_mma_skinny's order (frag), in place: in each
+ * 256 columns, for each shift sh, columns 32 sh + [0, 32) then 128 + 32 sh +
+ * [0, 32) (q_code_at with Q_FRAG in kernels/quantize.cl says why). */
+static void hq_frag_row(int8_t *q, size_t xstride)
+{
+    int8_t seg[256];
+    for (size_t c = 0; c < xstride; c += 256) {
+        memcpy(seg, q + c, sizeof seg);
+        for (size_t sh = 0; sh < 4; sh++) {
+            memcpy(q + c + 64 * sh, seg + 32 * sh, 32);
+            memcpy(q + c + 64 * sh + 32, seg + 128 + 32 * sh, 32);
+        }
+    }
+}
 
 static void hq_rows(void *arg, uint64_t begin, uint64_t end)
 {
@@ -304,6 +320,7 @@ static void hq_rows(void *arg, uint64_t begin, uint64_t end)
             j->sum[t] = tot;
         }
         memset(q + in, 0, j->xstride - in);
+        if (j->frag) hq_frag_row(q, j->xstride);
     }
 }
 
@@ -365,21 +382,27 @@ static bitnet_status hq_layout(bn_ocl *o, uint64_t tokens, size_t xstride, hq_jo
     return BITNET_OK;
 }
 
+/* What hq_init allocated. */
+static void hq_free(hq_job *j)
+{
+    free(j->s), free(j->sum);
+    j->s = NULL, j->sum = NULL;
+}
+
 /* The job of io's activations (offsets, host copies of the scales and sums). */
 static bitnet_status hq_init(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
-                             hq_job *j)
+                             int frag, hq_job *j)
 {
     const size_t tb = (size_t)io->tokens * sizeof(float);
     *j = (hq_job){.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride,
-                  .bad = io->tokens, .tbase = tbase};
+                  .bad = io->tokens, .tbase = tbase, .frag = frag};
     bitnet_status st = hq_layout(o, io->tokens, xstride, j);
     if (st != BITNET_OK) return st;
     j->qacts = bn_quant_kernels_for(bn_cpu_simd())->qacts;
     j->s = malloc(tb);
     j->sum = malloc(tb);
     if (!j->s || !j->sum) {
-        free(j->s), free(j->sum);
-        j->s = NULL, j->sum = NULL;
+        hq_free(j);
         return bn_fail(BITNET_E_NOMEM, "bitlinear: host scratch");
     }
     return BITNET_OK;
@@ -399,14 +422,15 @@ typedef struct {
     bn_section sec; /* the quantization, begun */
 } hq_pre;
 
-static void hq_begin(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride, hq_pre *p)
+static void hq_begin(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride, int frag,
+                     hq_pre *p)
 {
     p->host = NULL;
     p->sec.pool = NULL;
-    if (hq_init(o, io, tbase, in, xstride, &p->j) != BITNET_OK) return; /* hq_upload will say it */
+    if (hq_init(o, io, tbase, in, xstride, frag, &p->j) != BITNET_OK) return; /* hq_upload will say it */
     if (p->j.total > BN_OCL_STAGE_MAX || bn_ocl_stage_hold(o, p->j.total, &p->host) != BITNET_OK) {
         p->host = NULL;
-        free(p->j.s), free(p->j.sum);
+        hq_free(&p->j);
         return;
     }
     p->j.dst = p->host;
@@ -434,7 +458,7 @@ static void hq_drop(bn_ocl *o, hq_pre *p)
     bn_parallel_end(&p->sec);
     if (!p->host) return;
     bn_ocl_staged_release(o, p->host);
-    free(p->j.s), free(p->j.sum);
+    hq_free(&p->j);
     p->host = NULL;
 }
 
@@ -461,7 +485,7 @@ typedef struct {
  * 380.7-452.4 / 190.6-198.8 (host pointers, weights kept, three alternating
  * rounds). */
 static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
-                               const bl_blocks *bk, bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
+                               int frag, const bl_blocks *bk, bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
 {
     hq_pre *pre = bk ? bk->pre : NULL;
     hq_job j;
@@ -472,15 +496,15 @@ static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_
         st = bn_ocl_staged_write_side(o, pre->host, q->m, j.total, bk->after);
         if (st != BITNET_OK) bn_ocl_staged_release(o, pre->host);
         pre->host = NULL;
-        free(j.s), free(j.sum);
+        hq_free(&j);
     } else {
-        if ((st = hq_init(o, io, tbase, in, xstride, &j)) != BITNET_OK) return st;
+        if ((st = hq_init(o, io, tbase, in, xstride, frag, &j)) != BITNET_OK) return st;
         /* a block's too large to hold in staging memory goes on the ops'
          * queue, in order with what it held before the call */
         if (bk) bn_ocl_borrow(bk->act, j.total, q);
         else st = bn_ocl_scratch(o, j.total, q);
         if (st == BITNET_OK) st = bn_ocl_upload_fill(o, q->m, 0, j.total, xstride, hq_fill, &j);
-        free(j.s), free(j.sum);
+        hq_free(&j);
     }
     if (st != BITNET_OK) return st;
     const size_t tb = (size_t)io->tokens * sizeof(float);
@@ -532,6 +556,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     nv_plan nv;
     if ((st = nv_plan_make(&nv, caps, T, out, nblocks))) goto out;
     const int mma = bn_ocl_mma_wanted(caps, w, T); /* tensor cores: bitlinear_mma.c */
+    const int frag = bn_ocl_mma_frag(caps, w, T, nblocks); /* the activations in bl_mma_skinny's order */
     if (mma) kname = "bl_gemm_mma";
     else if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !bn_ocl_env_on("BITNET_OCL_PORTABLE")) || emulate)
@@ -581,12 +606,18 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     const int direct = nv4 && !host_q && !io->x && xstride == in;
     size_t rwg = 256; /* q_acts_rows' Q_RWG: a power of two the device allows (formatted only below 256) */
     while (rwg > 1 && rwg > caps->max_wg) rwg /= 2;
-    char qbuf[64];
-    /* BN_GPU as norm_rows has it (the order of the fused norm's sums) */
-    const char *qopts = caps->is_gpu ? "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1" : "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=0";
+    char qbuf[64], qbin[80];
+    /* BN_GPU as norm_rows has it (the order of the fused norm's sums);
+     * qin: the input's, in bl_mma_skinny's order with frag */
+    static const char *const qo[2][2] = {
+        {"-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=0", "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=0 -DQ_FRAG=1"},
+        {"-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1", "-DQ_WG=64 -DQ_RWG=256 -DBN_GPU=1 -DQ_FRAG=1"}};
+    const char *qopts = qo[caps->is_gpu ? 1 : 0][0], *qin = qo[caps->is_gpu ? 1 : 0][frag];
     if (rwg < 256) {
         snprintf(qbuf, sizeof qbuf, "-DQ_WG=64 -DQ_RWG=%u -DBN_GPU=%d", (unsigned)rwg, caps->is_gpu ? 1 : 0);
+        snprintf(qbin, sizeof qbin, "%s -DQ_FRAG=%d", qbuf, frag);
         qopts = qbuf;
+        qin = qbin;
     }
 
     if (bk && (st = hq_end(bk->pre)) != BITNET_OK) goto out; /* first: the uploads below may want the threads */
@@ -597,10 +628,12 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     /* the activations: quantized (float in) or padded (int8 in), with the
      * per-token code sums (int32 like every sum of the op), by the host where
      * they are in host memory, else on the device */
-    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, bk, &sq, &hs, &hsum)) != BITNET_OK
+    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, frag, bk, &sq, &hs, &hsum)) != BITNET_OK
                : !direct && ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum))))
         goto out;
-    if (bk && bk->next) hq_begin(o, bk->next_io, bk->next_tbase, in, xstride, bk->next);
+    if (bk && bk->next)
+        hq_begin(o, bk->next_io, bk->next_tbase, in, xstride,
+                 bn_ocl_mma_frag(caps, w, bk->next_io->tokens, nblocks), bk->next);
     const size_t qwg = 64; /* Q_WG of the quantize family */
     const size_t qglobal = (size_t)T * qwg;
     const cl_ulong c_cols = in, c_xs = xstride;
@@ -621,7 +654,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
             (st = bn_ocl_in(o, io->norm, io->norm ? (size_t)in * sizeof(float) : 0, &anw)) ||
             (st = bn_ocl_scratch(o, tb, &ss)) ||
             (!flags_behind && (st = bn_ocl_flag_get(o, (size_t)T, &sflag))) ||
-            (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qopts, &kq)))
+            (st = bn_ocl_kernel(o, "quantize", "q_acts_rows", qin, &kq)))
             goto out;
         const cl_ulong c_foff = flags_behind ? ybytes / 4 : 0;
         cl_mem fm = flags_behind ? ay.m : sflag, nwm = io->norm ? anw.m : ax.m;
@@ -637,7 +670,8 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     } else {
         cl_kernel kp;
         if ((st = bn_ocl_in(o, io->xq, (size_t)(T * in), &ax)) || (st = bn_ocl_in(o, io->xs, tb, &axs)) ||
-            (!direct && (st = bn_ocl_kernel(o, "quantize", "q_pad_i8", "-DQ_WG=64", &kp))))
+            (!direct &&
+             (st = bn_ocl_kernel(o, "quantize", "q_pad_i8", frag ? "-DQ_WG=64 -DQ_FRAG=1" : "-DQ_WG=64", &kp))))
             goto out;
         if (!direct && ((st = bn_ocl_args(o, kp, 5, sizeof ax.m, &ax.m, sizeof c_cols, &c_cols, sizeof c_xs, &c_xs,
                                           sizeof sq.m, &sq.m, sizeof ssum.m, &ssum.m)) ||
@@ -710,7 +744,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         const cl_int c_own = direct;
         if ((st = bn_ocl_arg_at(o, k, 21, sizeof c_own, &c_own))) goto out;
     }
-    if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride)
+    if ((st = mma ? bn_ocl_bitlinear_mma(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride, frag)
                   : bn_ocl_run(o, k, dims, global, local, "bitlinear")))
         goto out;
     if (io->yq) { /* re-quantized on the device by q_acts_rows, the bits of the CPU's */
@@ -924,7 +958,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     }
     if (st == BITNET_OK) {
         block_io(io, in, out, 0, tb, &bio[0]);
-        hq_begin(o, &bio[0], 0, in, xstride, &pre[0]);
+        const int frag0 = bn_ocl_mma_frag(bn_ocl_get_caps(o), w, bio[0].tokens, xstride / 128);
+        hq_begin(o, &bio[0], 0, in, xstride, frag0, &pre[0]);
     }
     for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
         const int last = b + 1 == nb;

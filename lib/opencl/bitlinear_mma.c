@@ -340,6 +340,10 @@
 #define MMA_SKINNY_MAX 8
 #define MMA_SKINNY_WIDE 16
 #define MMA_SKINNY_IN 8192
+static int mma_takes_skinny(const bitnet_ternary_matrix *w, uint64_t tokens)
+{
+    return tokens <= MMA_SKINNY_MAX || (tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN);
+}
 #define SK_DEF_W 8 /* bl_mma_skinny's tunables (sk_opts): kernels/bitlinear.cl has the same defaults */
 #define SK_DEF_T 4
 /* SK_A, the next step's codes and activations loaded while this one
@@ -384,6 +388,15 @@
  * the bench of 1d5b93a / 60c6a1e): 14336x4096 12 tokens 19.4-19.5 /
  * 18.8-19.6, 16 tokens 21.7-21.9 / 20.9-21.9; 4096x14336 with SK_A 17.0-17.1
  * / 20.6-20.9 at 2 tokens; 16384x16384 level. */
+/* The activations' rows in bl_mma_skinny's order (SK_XF, Q_FRAG; the
+ * figures are at SK_XF in kernels/bitlinear.cl): wherever it runs and a row
+ * is a multiple of 256 codes (an even count of blocks). */
+int bn_ocl_mma_frag(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens, size_t nblocks)
+{
+    return bn_ocl_mma_wanted(caps, w, tokens) && w->kind != BITNET_SCALE_GROUP && mma_takes_skinny(w, tokens) &&
+           nblocks % 2 == 0;
+}
+
 static long sk_ahead(const bn_ocl_caps *caps, uint64_t out, long tiles)
 {
     if (tiles < 1 || !caps->compute_units) return 0;
@@ -564,7 +577,7 @@ static uint64_t mma_parts(const bn_ocl_caps *caps, uint64_t groups, uint64_t chu
  * one). */
 static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                 cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,
-                                size_t nblocks, size_t xstride, const char *eopts, int emulate)
+                                size_t nblocks, size_t xstride, int frag, const char *eopts, int emulate)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     /* one pass over the weights: as many 8-token tiles as the tokens need */
@@ -573,6 +586,11 @@ static bitnet_status mma_skinny(bn_ocl *o, const bitnet_ternary_matrix *w, const
     char opts[768];
     bitnet_status st = mma_build_opts(opts, sizeof opts, emulate, eopts, sk_opts, N_SK_OPTS, &g);
     if (st) return st;
+    if (frag) { /* the layout the activations were written in: not the caller's to set */
+        const size_t len = strlen(opts);
+        if (len + 10 >= sizeof opts) return bn_fail(BITNET_E_INVALID, "bitlinear: BITNET_MMA_OPTS too long");
+        memcpy(opts + len, " -DSK_XF=1", 11);
+    }
     const long nw = g.w, mt = g.t, a = g.a, nt = g.n;
     if (nw < 1 || nw > 32 || (caps->max_wg && (size_t)(32 * nw) > caps->max_wg) || mt < 1 || mt > 16 || a < 0 ||
         a > 1 || nt < 1 || nt > 4)
@@ -651,7 +669,7 @@ static bitnet_status mma_group(bn_ocl *o, const bitnet_ternary_matrix *w, const 
 
 bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                    cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,
-                                   size_t nblocks, size_t xstride)
+                                   size_t nblocks, size_t xstride, int frag)
 {
     const bn_ocl_caps *caps = bn_ocl_get_caps(o);
     const int emulate = !caps->is_nvidia || bn_ocl_env_on("BITNET_MMA_EMULATE");
@@ -678,8 +696,8 @@ bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, co
                        "MMA_WM %ld warps: 32 work-items each, at most %zu; MMA_MT %ld: 1..16; MMA_ST %ld: 2..4; "
                        "MMA_KP %ld: 0 (chosen) to %d)",
                        gm.nt, gm.kb, gm.wm, caps->max_wg, gm.mt, gm.st, gm.kp, MMA_MAX_GRID);
-    if (io->tokens <= MMA_SKINNY_MAX || (io->tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN))
-        return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride, eopts, emulate);
+    if (mma_takes_skinny(w, io->tokens))
+        return mma_skinny(o, w, io, bw, bx, bs, bd, bb, by, bsum, bres, nblocks, xstride, frag, eopts, emulate);
     const uint64_t lbytes = mma_local_bytes(&gm, emulate);
     if ((st = mma_local_fits(caps, lbytes))) return st;
 

@@ -815,6 +815,68 @@ static void test_host_activations(void **state)
     hostact_free(&h);
 }
 
+/* On NVIDIA (here emulated) 2 to 16 tokens take bl_mma_skinny, and where a
+ * row has an even number of 128-code blocks each row of its activations is
+ * made in the order it reads them, by the host (float or int8 in host
+ * memory, also a block of a call quantized ahead) or on the device
+ * (q_acts_rows with and without the fused norm, q_pad_i8).  Every way in,
+ * for odd and even block counts and tokens 2 to 16, must give the bits of
+ * the device's portable kernels. */
+static void test_skinny_order(void **state)
+{
+    (void)state;
+    if (!ocl) skip();
+    static const uint64_t ins[] = {255, 384, 1000, 2048}, toks[] = {2, 3, 7, 8, 9, 13, 16};
+    uint64_t rng = 77;
+    int runs = 0;
+    for (size_t a = 0; a < sizeof ins / sizeof *ins; a++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
+            const uint64_t in = ins[a], out = 17 + 16 * (uint64_t)(a % 2), T = toks[ti];
+            tmat m = tmat_new(&rng, out, in);
+            float *x = randf(&rng, T * in), *nw = randf(&rng, in), *ref = malloc((size_t)(T * out) * 4),
+                  *got = malloc((size_t)(T * out) * 4);
+            int8_t *xq = malloc((size_t)(T * in));
+            float *xs = malloc((size_t)T * 4);
+            assert_true(ref && got && xq && xs);
+            assert_int_equal(bitnet_quantize_acts(cpu, x, T, in, xq, xs), BITNET_OK);
+            bitnet_buffer *dt2 = up(ocl, m.t2, m.t2_bytes), *dd = up(ocl, m.d, out * 4), *dx = up(ocl, x, T * in * 4),
+                          *dnw = up(ocl, nw, in * 4), *dxq = up(ocl, xq, T * in), *dxs = up(ocl, xs, T * 4),
+                          *dy = mk(ocl, T * out * 4);
+            const bitnet_ternary_matrix wh = tm(&m, m.t2, m.d), wd = tm(&m, D(dt2), D(dd));
+            for (int way = 0; way < 6; way++) {
+                const int dev = way == 1 || way == 2 || way == 4;
+                bitnet_bitlinear_io io = {.tokens = T, .y = dev ? (float *)D(dy) : got};
+                if (way == 3 || way == 4) {
+                    io.xq = way == 4 ? (const int8_t *)D(dxq) : xq;
+                    io.xs = way == 4 ? (const float *)D(dxs) : xs;
+                } else {
+                    io.x = dev ? (const float *)D(dx) : x;
+                }
+                if (way == 2) io.norm = D(dnw), io.norm_eps = 1e-5f;
+                for (int emu = 0; emu < 2; emu++) {
+                    if (emu) setenv("BITNET_MMA_EMULATE", "1", 1);
+                    if (emu && way == 5) setenv("BITNET_OCL_BLOCK_TOKENS", "4", 1); /* the next block made ahead */
+                    for (uint64_t i = 0; i < T * out; i++) got[i] = -7.0f;
+                    const bitnet_status st = bitnet_bitlinear(ocl, dev ? &wd : &wh, &io);
+                    unsetenv("BITNET_MMA_EMULATE");
+                    unsetenv("BITNET_OCL_BLOCK_TOKENS");
+                    assert_int_equal(st, BITNET_OK);
+                    if (dev) assert_int_equal(bitnet_buffer_read(dy, 0, got, T * out * 4), BITNET_OK);
+                    if (!emu) memcpy(ref, got, (size_t)(T * out) * 4);
+                }
+                if (memcmp(got, ref, (size_t)(T * out) * 4) != 0)
+                    fail_msg("in %llu, out %llu, %llu tokens, way %d: the emulated tensor cores differ",
+                             (unsigned long long)in, (unsigned long long)out, (unsigned long long)T, way);
+                runs++;
+            }
+            bitnet_buffer *bufs[] = {dt2, dd, dx, dnw, dxq, dxs, dy};
+            for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) bitnet_buffer_free(bufs[i]);
+            free(x), free(nw), free(ref), free(got), free(xq), free(xs);
+            tmat_free(&m);
+        }
+    print_message("# %d skinny-order runs\n", runs);
+}
+
 /* A call in blocks copies its blocks on queues of their own, into device
  * buffers it takes from the pool; a buffer that an op enqueued just before
  * released to the pool may still be waiting for that op's kernels, so the
@@ -1181,6 +1243,7 @@ int main(void)
         cmocka_unit_test(test_memory_stats),     cmocka_unit_test(test_many_buffers),
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_host_activations), cmocka_unit_test(test_host_activations_counts),
+        cmocka_unit_test(test_skinny_order),
         cmocka_unit_test(test_blocks_after_resident_ops), cmocka_unit_test(test_blocks_many),
         cmocka_unit_test(test_many_checks),
         cmocka_unit_test(test_requant_overflow),

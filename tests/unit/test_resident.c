@@ -772,7 +772,16 @@ static void test_host_activations(void **state)
         if (envs[e][0]) setenv(envs[e][0], envs[e][1], 1);
         for (uint64_t i = 0; i < T * out; i++) y[i] = -7.0f; /* nothing stale passes */
         io = (bitnet_bitlinear_io){.tokens = T, .x = x, .bias = h.m.bias, .y = y};
-        assert_int_equal(bitnet_bitlinear(ocl, &wd, &io), BITNET_OK);
+        const bitnet_status st = bitnet_bitlinear(ocl, &wd, &io);
+        /* the emulated tensor cores' scratch on top of the default tiles is
+         * more local memory than NVIDIA's 48 KiB: refused, as it should be
+         * (test_bitlinear's mma sweep does the same) */
+        if (e == 1 && st == BITNET_E_INVALID && strstr(bitnet_error_detail(), "bytes of local memory")) {
+            print_message("# %s=%s not run here: %s\n", envs[e][0], envs[e][1], bitnet_error_detail());
+            unsetenv(envs[e][0]);
+            continue;
+        }
+        assert_int_equal(st, BITNET_OK);
         bitnet_bitlinear_io iod = {.tokens = T, .x = D(dx), .bias = h.m.bias, .y = D(dy)};
         assert_int_equal(bitnet_bitlinear(ocl, &wd, &iod), BITNET_OK);
         float *got = down(dy, T * out * 4);

@@ -340,10 +340,21 @@
 #define MMA_SKINNY_MAX 8
 #define MMA_SKINNY_WIDE 16
 #define MMA_SKINNY_IN 8192
+/* Whether bl_mma_skinny takes a call (else bl_gemm_mma). */
 static int mma_takes_skinny(const bitnet_ternary_matrix *w, uint64_t tokens)
 {
     return tokens <= MMA_SKINNY_MAX || (tokens <= MMA_SKINNY_WIDE && w->in <= MMA_SKINNY_IN);
 }
+
+/* The activations' rows in bl_mma_skinny's order (SK_XF, Q_FRAG; the
+ * figures are at SK_XF in kernels/bitlinear.cl): wherever it runs and a row
+ * is a multiple of 256 codes (an even count of blocks). */
+int bn_ocl_mma_frag(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens, size_t nblocks)
+{
+    return bn_ocl_mma_wanted(caps, w, tokens) && w->kind != BITNET_SCALE_GROUP && mma_takes_skinny(w, tokens) &&
+           nblocks % 2 == 0;
+}
+
 #define SK_DEF_W 8 /* bl_mma_skinny's tunables (sk_opts): kernels/bitlinear.cl has the same defaults */
 #define SK_DEF_T 4
 /* SK_A, the next step's codes and activations loaded while this one
@@ -388,15 +399,6 @@ static int mma_takes_skinny(const bitnet_ternary_matrix *w, uint64_t tokens)
  * the bench of 1d5b93a / 60c6a1e): 14336x4096 12 tokens 19.4-19.5 /
  * 18.8-19.6, 16 tokens 21.7-21.9 / 20.9-21.9; 4096x14336 with SK_A 17.0-17.1
  * / 20.6-20.9 at 2 tokens; 16384x16384 level. */
-/* The activations' rows in bl_mma_skinny's order (SK_XF, Q_FRAG; the
- * figures are at SK_XF in kernels/bitlinear.cl): wherever it runs and a row
- * is a multiple of 256 codes (an even count of blocks). */
-int bn_ocl_mma_frag(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens, size_t nblocks)
-{
-    return bn_ocl_mma_wanted(caps, w, tokens) && w->kind != BITNET_SCALE_GROUP && mma_takes_skinny(w, tokens) &&
-           nblocks % 2 == 0;
-}
-
 static long sk_ahead(const bn_ocl_caps *caps, uint64_t out, long tiles)
 {
     if (tiles < 1 || !caps->compute_units) return 0;

@@ -556,7 +556,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     nv_plan nv;
     if ((st = nv_plan_make(&nv, caps, T, out, nblocks))) goto out;
     const int mma = bn_ocl_mma_wanted(caps, w, T); /* tensor cores: bitlinear_mma.c */
-    const int frag = bn_ocl_mma_frag(caps, w, T, nblocks); /* the activations in bl_mma_skinny's order */
+    const int frag = mma && bn_ocl_mma_frag(w, T, nblocks); /* the activations in bl_mma_skinny's order */
     if (mma) kname = "bl_gemm_mma";
     else if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !bn_ocl_env_on("BITNET_OCL_PORTABLE")) || emulate)
@@ -633,7 +633,8 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
         goto out;
     if (bk && bk->next)
         hq_begin(o, bk->next_io, bk->next_tbase, in, xstride,
-                 bn_ocl_mma_frag(caps, w, bk->next_io->tokens, nblocks), bk->next);
+                 bn_ocl_mma_frag(w, bk->next_io->tokens, nblocks) && bn_ocl_mma_wanted(caps, w, bk->next_io->tokens),
+                 bk->next);
     const size_t qwg = 64; /* Q_WG of the quantize family */
     const size_t qglobal = (size_t)T * qwg;
     const cl_ulong c_cols = in, c_xs = xstride;
@@ -958,7 +959,8 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     }
     if (st == BITNET_OK) {
         block_io(io, in, out, 0, tb, &bio[0]);
-        const int frag0 = bn_ocl_mma_frag(bn_ocl_get_caps(o), w, bio[0].tokens, xstride / 128);
+        const int frag0 = bn_ocl_mma_frag(w, bio[0].tokens, xstride / 128) &&
+                          bn_ocl_mma_wanted(bn_ocl_get_caps(o), w, bio[0].tokens);
         hq_begin(o, &bio[0], 0, in, xstride, frag0, &pre[0]);
     }
     for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {

@@ -347,12 +347,12 @@ static int mma_takes_skinny(const bitnet_ternary_matrix *w, uint64_t tokens)
 }
 
 /* The activations' rows in bl_mma_skinny's order (SK_XF, Q_FRAG; the
- * figures are at SK_XF in kernels/bitlinear.cl): wherever it runs and a row
- * is a multiple of 256 codes (an even count of blocks). */
-int bn_ocl_mma_frag(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens, size_t nblocks)
+ * figures are at SK_XF in kernels/bitlinear.cl), where the tensor cores
+ * take the call: wherever it runs and a row is a multiple of 256 codes (an
+ * even count of blocks). */
+int bn_ocl_mma_frag(const bitnet_ternary_matrix *w, uint64_t tokens, size_t nblocks)
 {
-    return bn_ocl_mma_wanted(caps, w, tokens) && w->kind != BITNET_SCALE_GROUP && mma_takes_skinny(w, tokens) &&
-           nblocks % 2 == 0;
+    return w->kind != BITNET_SCALE_GROUP && mma_takes_skinny(w, tokens) && nblocks % 2 == 0;
 }
 
 #define SK_DEF_W 8 /* bl_mma_skinny's tunables (sk_opts): kernels/bitlinear.cl has the same defaults */

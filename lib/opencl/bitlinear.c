@@ -298,6 +298,14 @@ static void hq_frag_row(int8_t *q, size_t xstride)
     }
 }
 
+/* Whether a block of tokens quantized ahead of its bl_one (hq_begin) is
+ * made in bl_mma_skinny's order: the choice bl_one makes for it (frag
+ * there), xstride being its blocks of 128 codes. */
+static int hq_frag(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens, size_t xstride)
+{
+    return bn_ocl_mma_frag(w, tokens, xstride / 128) && bn_ocl_mma_wanted(caps, w, tokens);
+}
+
 static void hq_rows(void *arg, uint64_t begin, uint64_t end)
 {
     hq_job *j = arg;
@@ -632,9 +640,7 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
                : !direct && ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum))))
         goto out;
     if (bk && bk->next)
-        hq_begin(o, bk->next_io, bk->next_tbase, in, xstride,
-                 bn_ocl_mma_frag(w, bk->next_io->tokens, nblocks) && bn_ocl_mma_wanted(caps, w, bk->next_io->tokens),
-                 bk->next);
+        hq_begin(o, bk->next_io, bk->next_tbase, in, xstride, hq_frag(caps, w, bk->next_io->tokens, xstride), bk->next);
     const size_t qwg = 64; /* Q_WG of the quantize family */
     const size_t qglobal = (size_t)T * qwg;
     const cl_ulong c_cols = in, c_xs = xstride;
@@ -959,9 +965,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     }
     if (st == BITNET_OK) {
         block_io(io, in, out, 0, tb, &bio[0]);
-        const int frag0 = bn_ocl_mma_frag(w, bio[0].tokens, xstride / 128) &&
-                          bn_ocl_mma_wanted(bn_ocl_get_caps(o), w, bio[0].tokens);
-        hq_begin(o, &bio[0], 0, in, xstride, frag0, &pre[0]);
+        hq_begin(o, &bio[0], 0, in, xstride, hq_frag(bn_ocl_get_caps(o), w, bio[0].tokens, xstride), &pre[0]);
     }
     for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
         const int last = b + 1 == nb;

@@ -703,14 +703,14 @@ __kernel void bl_mma_sum(__global const int *part, const int kp, __global const 
  * 14.2-14.6 / 10.4-10.5; at 16 tokens 14336x4096 and 4096x4096 20.7-20.9
  * and 14.3-14.7 / 17.2-17.3 and 12.5-12.7 / 17.0-17.7 and 12.4-12.7.  With
  * no activation loads at all (three rounds, another call) 32.0-32.5 /
- * 17.7 / 14.1-14.2 / 11.0-11.4.  The tiles were not kept: the host, which
- * quantizes host-memory activations, can permute a row in place right
- * after quantizing it (hq_frag_row in lib/opencl/bitlinear.c), where a
- * tile needs all its rows first: placing them in a second pass on the
- * copy threads made host-pointer calls 4.5-6 us slower end to end where
- * the rows were quantized on several threads (16384x16384 at 4 tokens,
- * 4096x14336 at 8, 4096x4096 at 16; four alternating rounds), more than
- * the kernel gained. */
+ * 17.7 / 14.1-14.2 / 11.0-11.4.  Only activations made on the device take
+ * this order; those the host quantizes (host memory) keep the row order
+ * (SK_XF 0): placing the host's rows as tiles in a second pass on the copy
+ * threads made host-pointer calls 4.5-6 us slower end to end (16384x16384
+ * at 4 tokens, 4096x14336 at 8, 4096x4096 at 16; four alternating rounds),
+ * and permuting each row in place right after quantizing it 3-13 us
+ * slower at 8 tokens (bl_one in lib/opencl/bitlinear.c has the figures),
+ * more than the kernel gained either way. */
 #ifndef SK_XF
 #define SK_XF 0
 #endif

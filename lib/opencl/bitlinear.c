@@ -280,31 +280,7 @@ typedef struct {
     uint64_t tbase;      /* the call's token number of the first (blocks of a call) */
     char *dst;           /* the piece being filled and its first token */
     uint64_t t0;
-    int frag;            /* each row in bl_mma_skinny's order (bn_ocl_mma_frag) */
 } hq_job;
-
-/* A row of xstride codes in bl_mma_skinny's order (frag), in place: in each
- * 256 columns, for each shift sh, columns 32 sh + [0, 32) then 128 + 32 sh +
- * [0, 32) (q_code_at with Q_FRAG in kernels/quantize.cl says why). */
-static void hq_frag_row(int8_t *q, size_t xstride)
-{
-    int8_t seg[256];
-    for (size_t c = 0; c < xstride; c += 256) {
-        memcpy(seg, q + c, sizeof seg);
-        for (size_t sh = 0; sh < 4; sh++) {
-            memcpy(q + c + 64 * sh, seg + 32 * sh, 32);
-            memcpy(q + c + 64 * sh + 32, seg + 128 + 32 * sh, 32);
-        }
-    }
-}
-
-/* Whether a block of tokens quantized ahead of its bl_one (hq_begin) is
- * made in bl_mma_skinny's order: the choice bl_one makes for it (frag
- * there), xstride being its blocks of 128 codes. */
-static int hq_frag(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens, size_t xstride)
-{
-    return bn_ocl_mma_frag(w, tokens, xstride / 128) && bn_ocl_mma_wanted(caps, w, tokens);
-}
 
 static void hq_rows(void *arg, uint64_t begin, uint64_t end)
 {
@@ -328,7 +304,6 @@ static void hq_rows(void *arg, uint64_t begin, uint64_t end)
             j->sum[t] = tot;
         }
         memset(q + in, 0, j->xstride - in);
-        if (j->frag) hq_frag_row(q, j->xstride);
     }
 }
 
@@ -399,11 +374,11 @@ static void hq_free(hq_job *j)
 
 /* The job of io's activations (offsets, host copies of the scales and sums). */
 static bitnet_status hq_init(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
-                             int frag, hq_job *j)
+                             hq_job *j)
 {
     const size_t tb = (size_t)io->tokens * sizeof(float);
     *j = (hq_job){.x = io->x, .xq = io->xq, .xs = io->xs, .T = io->tokens, .in = in, .xstride = xstride,
-                  .bad = io->tokens, .tbase = tbase, .frag = frag};
+                  .bad = io->tokens, .tbase = tbase};
     bitnet_status st = hq_layout(o, io->tokens, xstride, j);
     if (st != BITNET_OK) return st;
     j->qacts = bn_quant_kernels_for(bn_cpu_simd())->qacts;
@@ -430,12 +405,11 @@ typedef struct {
     bn_section sec; /* the quantization, begun */
 } hq_pre;
 
-static void hq_begin(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride, int frag,
-                     hq_pre *p)
+static void hq_begin(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride, hq_pre *p)
 {
     p->host = NULL;
     p->sec.pool = NULL;
-    if (hq_init(o, io, tbase, in, xstride, frag, &p->j) != BITNET_OK) return; /* hq_upload will say it */
+    if (hq_init(o, io, tbase, in, xstride, &p->j) != BITNET_OK) return; /* hq_upload will say it */
     if (p->j.total > BN_OCL_STAGE_MAX || bn_ocl_stage_hold(o, p->j.total, &p->host) != BITNET_OK) {
         p->host = NULL;
         hq_free(&p->j);
@@ -493,7 +467,7 @@ typedef struct {
  * 380.7-452.4 / 190.6-198.8 (host pointers, weights kept, three alternating
  * rounds). */
 static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_t tbase, uint64_t in, size_t xstride,
-                               int frag, const bl_blocks *bk, bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
+                               const bl_blocks *bk, bn_ocl_arg *q, cl_mem *sc, cl_mem *sum)
 {
     hq_pre *pre = bk ? bk->pre : NULL;
     hq_job j;
@@ -506,7 +480,7 @@ static bitnet_status hq_upload(bn_ocl *o, const bitnet_bitlinear_io *io, uint64_
         pre->host = NULL;
         hq_free(&j);
     } else {
-        if ((st = hq_init(o, io, tbase, in, xstride, frag, &j)) != BITNET_OK) return st;
+        if ((st = hq_init(o, io, tbase, in, xstride, &j)) != BITNET_OK) return st;
         /* a block's too large to hold in staging memory goes on the ops'
          * queue, in order with what it held before the call */
         if (bk) bn_ocl_borrow(bk->act, j.total, q);
@@ -564,7 +538,20 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     nv_plan nv;
     if ((st = nv_plan_make(&nv, caps, T, out, nblocks))) goto out;
     const int mma = bn_ocl_mma_wanted(caps, w, T); /* tensor cores: bitlinear_mma.c */
-    const int frag = mma && bn_ocl_mma_frag(w, T, nblocks); /* the activations in bl_mma_skinny's order */
+    /* The activations in bl_mma_skinny's order where the device makes them.
+     * The host's keep the row order: permuting each row in place right
+     * after quantizing it (hq_frag_row, e6cdb3b) saved 1-3 us of kernel at
+     * 8 tokens but cost more end to end.  H100, driver 580.159.04,
+     * 2026-12-07, four to five alternating rounds in one call of
+     * `bitnet-bench --device opencl --op bitlinear --scale row
+     * --keep-weights --no-check --shape 16384x16384,4096x4096,14336x4096
+     * --tokens 2,8 --min-time 0.2`, end-to-end medians in us, the host's
+     * rows permuted / not (the device's permuted in both) / the build
+     * before either: 8 tokens 110.8 / 97.9 / 94.6, 66.3 / 62.8 / 57.8,
+     * 86.6 / 77.1 / 80.8; 2 tokens 81.1 / 82.9 / 79.7, 49.6 / 42.0 / 40.0,
+     * 58.9 / 55.2 / 59.5 (kernel medians at 8 tokens 35.2 / 37.2 / 37.1,
+     * 11.7 / 12.4 / 12.6, 16.1 / 16.7 / 16.7). */
+    const int frag = !host_q && mma && bn_ocl_mma_frag(w, T, nblocks);
     if (mma) kname = "bl_gemm_mma";
     else if (group) kname = "bl_group";
     else if ((caps->is_nvidia && !bn_ocl_env_on("BITNET_OCL_PORTABLE")) || emulate)
@@ -636,11 +623,10 @@ static bitnet_status bl_one(bn_ocl *o, const bitnet_ternary_matrix *w, const bit
     /* the activations: quantized (float in) or padded (int8 in), with the
      * per-token code sums (int32 like every sum of the op), by the host where
      * they are in host memory, else on the device */
-    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, frag, bk, &sq, &hs, &hsum)) != BITNET_OK
+    if (host_q ? (st = hq_upload(o, io, tbase, in, xstride, bk, &sq, &hs, &hsum)) != BITNET_OK
                : !direct && ((st = bn_ocl_scratch(o, xbytes, &sq)) || (st = bn_ocl_scratch(o, tb, &ssum))))
         goto out;
-    if (bk && bk->next)
-        hq_begin(o, bk->next_io, bk->next_tbase, in, xstride, hq_frag(caps, w, bk->next_io->tokens, xstride), bk->next);
+    if (bk && bk->next) hq_begin(o, bk->next_io, bk->next_tbase, in, xstride, bk->next);
     const size_t qwg = 64; /* Q_WG of the quantize family */
     const size_t qglobal = (size_t)T * qwg;
     const cl_ulong c_cols = in, c_xs = xstride;
@@ -965,7 +951,7 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
     }
     if (st == BITNET_OK) {
         block_io(io, in, out, 0, tb, &bio[0]);
-        hq_begin(o, &bio[0], 0, in, xstride, hq_frag(bn_ocl_get_caps(o), w, bio[0].tokens, xstride), &pre[0]);
+        hq_begin(o, &bio[0], 0, in, xstride, &pre[0]);
     }
     for (uint64_t b = 0; st == BITNET_OK && b < nb; b++) {
         const int last = b + 1 == nb;

@@ -348,8 +348,8 @@ static int mma_takes_skinny(const bitnet_ternary_matrix *w, uint64_t tokens)
 
 /* The activations' rows in bl_mma_skinny's order (SK_XF, Q_FRAG; the
  * figures are at SK_XF in kernels/bitlinear.cl), where the tensor cores
- * take the call: wherever it runs and a row is a multiple of 256 codes (an
- * even count of blocks). */
+ * take the call and a row is a multiple of 256 codes (an even count of
+ * blocks); bl_one asks it where the device makes the activations only. */
 int bn_ocl_mma_frag(const bitnet_ternary_matrix *w, uint64_t tokens, size_t nblocks)
 {
     return w->kind != BITNET_SCALE_GROUP && mma_takes_skinny(w, tokens) && nblocks % 2 == 0;

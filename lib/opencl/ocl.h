@@ -185,9 +185,10 @@ bitnet_status bn_ocl_bitlinear(void *ctx, const bitnet_ternary_matrix *w, const 
  * bn_ocl_bitlinear (bsum: int32 per-token sums of the activations; bres:
  * the residual, used when io->residual is set). */
 int bn_ocl_mma_wanted(const bn_ocl_caps *caps, const bitnet_ternary_matrix *w, uint64_t tokens);
-/* Whether the activations of such a call, where bn_ocl_mma_wanted, are made
- * in bl_mma_skinny's order (q_code_at with Q_FRAG in kernels/quantize.cl;
- * frag below). */
+/* Whether the activations of such a call, where bn_ocl_mma_wanted and the
+ * device makes them (bl_one in bitlinear.c: the host's keep the row order),
+ * are made in bl_mma_skinny's order (q_code_at with Q_FRAG in
+ * kernels/quantize.cl; frag below). */
 int bn_ocl_mma_frag(const bitnet_ternary_matrix *w, uint64_t tokens, size_t nblocks);
 bitnet_status bn_ocl_bitlinear_mma(bn_ocl *o, const bitnet_ternary_matrix *w, const bitnet_bitlinear_io *io, cl_mem bw,
                                    cl_mem bx, cl_mem bs, cl_mem bd, cl_mem bb, cl_mem by, cl_mem bsum, cl_mem bres,

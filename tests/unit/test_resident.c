@@ -825,12 +825,12 @@ static void test_host_activations(void **state)
 }
 
 /* On NVIDIA (here emulated) 2 to 16 tokens take bl_mma_skinny, and where a
- * row has an even number of 128-code blocks each row of its activations is
- * made in the order it reads them, by the host (float or int8 in host
- * memory, also a block of a call quantized ahead) or on the device
- * (q_acts_rows with and without the fused norm, q_pad_i8).  Every way in,
- * for odd and even block counts and tokens 2 to 16, must give the bits of
- * the device's portable kernels. */
+ * row has an even number of 128-code blocks each row of its activations
+ * made on the device (q_acts_rows with and without the fused norm,
+ * q_pad_i8) is in the order it reads them, while the host's (float or int8
+ * in host memory, also a block of a call quantized ahead) keep the row
+ * order.  Every way in, for odd and even block counts and tokens 2 to 16,
+ * must give the bits of the device's portable kernels. */
 static void test_skinny_order(void **state)
 {
     (void)state;

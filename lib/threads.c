@@ -40,6 +40,20 @@
  * to a CPU of its own): 8 threads 117-135 us against 117-137, 16 threads
  * 80-90 against 85-94, three rounds.  At 8 threads a share is 1.8 MiB, most
  * of a 2 MiB L2, and a loop over it gets little from an LRU cache.
+ * Nor was it the L2's size (2026-12-07, an H100 machine's 16-vCPU host,
+ * Xeon model 207, 2 MiB of L2 a vCPU; five alternating rounds of
+ * `bitnet-bench --device cpu --threads N --op bitlinear --tokens 1 --scale
+ * tensor --llc 1`, medians of the rounds in us): against the pool as it is
+ * (8 threads 4096x14336 128.5-167.0, median 143.7; 16 threads 79.2-109.0,
+ * 82.6), the bench's weights in 2 MiB pages (madvise, so that a share maps
+ * evenly over the L2's sets: 134.0-160.1, 138.7), each thread its home
+ * share of equal pieces first and pinned to a CPU of its own (141.2-165.6,
+ * 157.9), both (135.5-164.2, 136.2) and the home shares in huge pages
+ * unpinned (132.2-145.0, 140.7) were all within the runs' spread, on 16
+ * threads too (76.1-101.3 across them).  2048x14336 on 8 threads, a share
+ * of 0.9 MiB, took 70.9-95.3 us (median 72.6) as it was and 65.4-78.3
+ * (75.2) with everything: half of 4096x14336, so the 8 threads read their
+ * codes at the same rate whether a share fits their L2 or not.
  * A longer spin (BN_SPIN_US=2000, built with CPPFLAGS) on the 2-vCPU Zen 4
  * VM, 2026-12-06, ten alternating rounds of `bitnet-bench --device cpu --op
  * copy,bitlinear --shape 4096x14336 --tokens 1 --scale tensor`: one token

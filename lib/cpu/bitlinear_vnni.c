@@ -55,10 +55,23 @@ INLINE __m512i LD_REG(const int8_t *p)
  * two) and four 0.44-0.45 (worse).  Weights rotated past the caches (2
  * threads): one row 0.42-0.50 ms, two 0.40-0.49.  Prefetching only one of
  * the two streams left every other row's lines cold: 0.75 ms. */
-/* acc += the vpdpbusd of a (unsigned) and b (signed), in place.  With the
- * intrinsic GCC 12 copied the accumulators of the loop below in and out of
- * every vpdpbusd (12 register moves a pair of blocks for 16 operations);
- * the asm's "+v" keeps each one in its register. */
+/* acc += the vpdpbusd of a (unsigned) and b (signed), in place.  Through
+ * the intrinsic, GCC 12 copied the accumulators of gemv_rows in and out of
+ * the vpdpbusd each pair of blocks: 16 register moves beside 16 vector
+ * operations with two rows, 12 once the loop had no branch; the asm's "+v"
+ * keeps each accumulator in its register (one move is left).  The one-token
+ * loop is bound by those vector operations, which share two ports, not by
+ * the cache, where its codes are in the cache.  An H100 machine's 16-vCPU
+ * host (Xeon model 207), 2026-12-07, 4096 x 14336 at one token, tensor
+ * scale, four alternating rounds of `bitnet-bench --device cpu --threads N
+ * --op bitlinear --tokens 1 --scale tensor --llc 1` against the loop
+ * before (one loop, the intrinsic), medians in us: 1 thread 786-1077
+ * against 1018-1235, 8 threads 118-135 against 145-158 (five more rounds
+ * later, the host busier: 123-182 against 156-203, faster in four), 16
+ * threads 73-84 against 91-97; weights rotated past the caches, level (8
+ * threads 216-326 against 260-359).  The same change applied to every
+ * vpdpbusd of this file (the kernels of 2 to 8 tokens and of group scales)
+ * moved nothing beyond the noise of the 2-vCPU Zen 4 VM and is not made. */
 INLINE __m512i dpbusd(__m512i acc, __m512i a, __m512i b)
 {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
@@ -85,12 +98,10 @@ INLINE void gemv_rows(const uint8_t *w, size_t rb, const int NR, const int8_t *x
     __m512i a[2][4];
     #pragma GCC unroll 2
     for (int r = 0; r < NR; r++) a[r][0] = a[r][1] = a[r][2] = a[r][3] = _mm512_setzero_si512();
-    /* Branch-free loops: whole pairs with their prefetch while it stays at
-     * or before pf_last (every row's stream ends ahead of the last row's),
-     * whole pairs without it, then a last half pair.  One loop with the
-     * tail's masked load and the clamp inside it made GCC copy every
-     * accumulator in and out of the vpdpbusd each pair (16 register moves
-     * for 16 vector operations). */
+    /* Loops without branches (see dpbusd): whole pairs with their prefetch
+     * while the last row's stays at or before pf_last, whole pairs without
+     * it, then a last half pair, where one loop tested the tail's masked
+     * load and clamped each prefetch. */
     const size_t nfull = nblocks / 2;
     size_t npf = 0;
     if (pf_last) {

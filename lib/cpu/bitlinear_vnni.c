@@ -18,51 +18,14 @@ INLINE __m512i LD_REG(const int8_t *p)
     return v;
 }
 
-/* One token.  vpdpbusd takes unsigned bytes up to 255, so the codes of
- * shift k are used in place as code * 4^k (w & (3 << 2k), no shift), each
- * shift in its own accumulator; every lane of accumulator k holds a multiple
- * of 4^k, so an arithmetic shift right by 2k per lane is exact and one
- * horizontal sum ends the row.  |sum| <= 4^3 * 256 * 32 * nblocks must fit
- * in int32: BN_T2_NOSHIFT_MAX_BLOCKS (bitlinear.h).
- *
- * The weights stream from memory once; a software prefetch into L2
- * BL_PF_BYTES ahead (clamped to pf_last, the last line the caller will read)
- * keeps enough lines in flight.  Without it one core read at 10 GB/s against
- * a read roofline of 24 GB/s on a Zen 4 VM (4 KiB pages; the hardware
- * prefetcher alone did not run far enough ahead of this loop), with it at
- * 21-27 GB/s; L1 prefetches or distances under 8 KiB gained less.
- * Again on such a VM (2026-12-05; 4096 x 14336, one token, rotated, tensor
- * scale, bitnet-bench --min-time 3, medians in ms of 4 runs each, 1 / 2
- * threads): the hint T1 0.65-0.70 / 0.39-0.51, T2 0.66-0.74 / 0.48-0.50,
- * T0 1.21-1.27 / 0.66-0.73, NTA 1.23-1.32 / 0.65-0.70, no prefetch
- * 1.37-1.45 / 0.73-0.85; distances of 12, 24, 48 and 96 KiB (3 runs)
- * 0.65-0.72, 0.68-0.71, 0.69-0.75, 0.73-0.78 / 0.38-0.52 across the four.
- * Transparent huge pages for every mapping (the kernel's "always" against
- * "madvise"; nothing here asks for them) raised one thread's plain read
- * from 23-25 to 30-31 GB/s, this loop far less: one thread faster in 3 of
- * 5 alternating pairs (0.67-0.77 against 0.65-0.81 ms), two threads in 5
- * of 6 by 0-9% (0.39-0.53 against 0.40-0.54), inside the VM's spread from
- * run to run; with the prefetch the loop does not wait on page walks, and
- * no allocation asks for huge pages.
- *
- * NR rows rb bytes apart at once (gemv2: two): each 64-byte activation load
- * feeds every row, 3 loads per 4 vpdpbusd a row instead of 5, and each row's
- * stream is prefetched.  On a 2-vCPU AMD EPYC (Zen 4) VM, 4096 x 14336 at
- * one token with its weights in the cache (bitnet-bench --llc 1, six
- * alternating rounds, medians): one thread 0.427-0.472 ms with one row at a
- * time, 0.348-0.378 with two; two threads 0.221-0.254 against 0.185-0.212.
- * In three rounds of one thread, three rows took 0.34 ms (no better than
- * two) and four 0.44-0.45 (worse).  Weights rotated past the caches (2
- * threads): one row 0.42-0.50 ms, two 0.40-0.49.  Prefetching only one of
- * the two streams left every other row's lines cold: 0.75 ms. */
 /* acc += the vpdpbusd of a (unsigned) and b (signed), in place.  Through
  * the intrinsic, GCC 12 copied the accumulators of gemv_rows in and out of
  * the vpdpbusd each pair of blocks: 16 register moves beside 16 vector
  * operations with two rows, 12 once the loop had no branch; the asm's "+v"
- * keeps each accumulator in its register (one move is left).  The one-token
- * loop is bound by those vector operations, which share two ports, not by
- * the cache, where its codes are in the cache.  An H100 machine's 16-vCPU
- * host (Xeon model 207), 2026-12-07, 4096 x 14336 at one token, tensor
+ * keeps each accumulator in its register (one move is left).  Where its
+ * codes are in the cache, the one-token loop is bound by those vector
+ * operations, which share two ports, not by the cache.  An H100 machine's
+ * 16-vCPU host (Xeon model 207), 2026-12-07, 4096 x 14336 at one token, tensor
  * scale, four alternating rounds of `bitnet-bench --device cpu --threads N
  * --op bitlinear --tokens 1 --scale tensor --llc 1` against the loop
  * before (one loop, the intrinsic), medians in us: 1 thread 786-1077
@@ -91,6 +54,43 @@ INLINE void gemv_step(const __m512i *u, const int NR, const int8_t *xp, __m512i 
     }
 }
 
+/* One token.  vpdpbusd takes unsigned bytes up to 255, so the codes of
+ * shift k are used in place as code * 4^k (w & (3 << 2k), no shift), each
+ * shift in its own accumulator; every lane of accumulator k holds a multiple
+ * of 4^k, so an arithmetic shift right by 2k per lane is exact and one
+ * horizontal sum ends the row.  |sum| <= 4^3 * 256 * 32 * nblocks must fit
+ * in int32: BN_T2_NOSHIFT_MAX_BLOCKS (bitlinear.h).
+ *
+ * The weights stream from memory once; a software prefetch into L2
+ * BL_PF_BYTES ahead (up to pf_last, the last line the caller will read)
+ * keeps enough lines in flight.  Without it one core read at 10 GB/s against
+ * a read roofline of 24 GB/s on a Zen 4 VM (4 KiB pages; the hardware
+ * prefetcher alone did not run far enough ahead of this loop), with it at
+ * 21-27 GB/s; L1 prefetches or distances under 8 KiB gained less.
+ * Again on such a VM (2026-12-05; 4096 x 14336, one token, rotated, tensor
+ * scale, bitnet-bench --min-time 3, medians in ms of 4 runs each, 1 / 2
+ * threads): the hint T1 0.65-0.70 / 0.39-0.51, T2 0.66-0.74 / 0.48-0.50,
+ * T0 1.21-1.27 / 0.66-0.73, NTA 1.23-1.32 / 0.65-0.70, no prefetch
+ * 1.37-1.45 / 0.73-0.85; distances of 12, 24, 48 and 96 KiB (3 runs)
+ * 0.65-0.72, 0.68-0.71, 0.69-0.75, 0.73-0.78 / 0.38-0.52 across the four.
+ * Transparent huge pages for every mapping (the kernel's "always" against
+ * "madvise"; nothing here asks for them) raised one thread's plain read
+ * from 23-25 to 30-31 GB/s, this loop far less: one thread faster in 3 of
+ * 5 alternating pairs (0.67-0.77 against 0.65-0.81 ms), two threads in 5
+ * of 6 by 0-9% (0.39-0.53 against 0.40-0.54), inside the VM's spread from
+ * run to run; with the prefetch the loop does not wait on page walks, and
+ * no allocation asks for huge pages.
+ *
+ * NR rows rb bytes apart at once (gemv2: two): each 64-byte activation load
+ * feeds every row, 3 loads per 4 vpdpbusd a row instead of 5, and each row's
+ * stream is prefetched.  On a 2-vCPU AMD EPYC (Zen 4) VM, 4096 x 14336 at
+ * one token with its weights in the cache (bitnet-bench --llc 1, six
+ * alternating rounds, medians): one thread 0.427-0.472 ms with one row at a
+ * time, 0.348-0.378 with two; two threads 0.221-0.254 against 0.185-0.212.
+ * In three rounds of one thread, three rows took 0.34 ms (no better than
+ * two) and four 0.44-0.45 (worse).  Weights rotated past the caches (2
+ * threads): one row 0.42-0.50 ms, two 0.40-0.49.  Prefetching only one of
+ * the two streams left every other row's lines cold: 0.75 ms. */
 INLINE void gemv_rows(const uint8_t *w, size_t rb, const int NR, const int8_t *x, size_t nblocks, int32_t *acc,
                       const uint8_t *pf_last)
 {

@@ -54,6 +54,22 @@ INLINE void gemv_step(const __m512i *u, const int NR, const int8_t *xp, __m512i 
     }
 }
 
+/* gemv_step over whole pairs p0 .. p1 - 1, each row's stream prefetched
+ * BL_PF_BYTES ahead where pf (a constant: no test in the loop). */
+INLINE void gemv_pairs(const uint8_t *w, size_t rb, const int NR, const int8_t *x, size_t p0, size_t p1, const int pf,
+                       __m512i a[2][4])
+{
+    for (size_t p = p0; p < p1; p++) {
+        __m512i u[2];
+        #pragma GCC unroll 2
+        for (int r = 0; r < NR; r++) {
+            u[r] = LD(w + r * rb + 64 * p);
+            if (pf) _mm_prefetch((const char *)(w + r * rb + 64 * p + BL_PF_BYTES), _MM_HINT_T1);
+        }
+        gemv_step(u, NR, x + 256 * p, a);
+    }
+}
+
 /* One token.  vpdpbusd takes unsigned bytes up to 255, so the codes of
  * shift k are used in place as code * 4^k (w & (3 << 2k), no shift), each
  * shift in its own accumulator; every lane of accumulator k holds a multiple
@@ -109,22 +125,9 @@ INLINE void gemv_rows(const uint8_t *w, size_t rb, const int NR, const int8_t *x
         npf = pf_last >= last_row ? (size_t)(pf_last - last_row) / 64 + 1 : 0;
         if (npf > nfull) npf = nfull;
     }
-    size_t p = 0;
-    for (; p < npf; p++) {
-        __m512i u[2];
-        #pragma GCC unroll 2
-        for (int r = 0; r < NR; r++) {
-            u[r] = LD(w + r * rb + 64 * p);
-            _mm_prefetch((const char *)(w + r * rb + 64 * p + pfd), _MM_HINT_T1);
-        }
-        gemv_step(u, NR, x + 256 * p, a);
-    }
-    for (; p < nfull; p++) {
-        __m512i u[2];
-        #pragma GCC unroll 2
-        for (int r = 0; r < NR; r++) u[r] = LD(w + r * rb + 64 * p);
-        gemv_step(u, NR, x + 256 * p, a);
-    }
+    gemv_pairs(w, rb, NR, x, 0, npf, 1, a);
+    gemv_pairs(w, rb, NR, x, npf, nfull, 0, a);
+    const size_t p = nfull;
     if (nblocks % 2) {
         __m512i u[2];
         #pragma GCC unroll 2

@@ -106,9 +106,9 @@ int main(int argc, char **argv)
     struct arg_int *a_warm = arg_int0(NULL, "warmup", "N", "untimed calls first (default 2)");
     struct arg_int *a_maxreps = arg_int0(NULL, "max-reps", "N", "timed repetitions at most (default 100000)");
     struct arg_int *a_seed = arg_int0(NULL, "seed", "N", "random input seed (default 1)");
-    struct arg_int *a_llc = arg_int0(NULL, "llc", "MiB", "assumed last-level cache (default 64)");
+    struct arg_int *a_llc = arg_int0(NULL, "llc", "MiB", "assumed last-level cache (default the host's, at least 64)");
     struct arg_int *a_maxmem = arg_int0(NULL, "max-mem", "MiB", "bound on rotated buffers (default half the memory)");
-    struct arg_int *a_roof = arg_int0(NULL, "roofline-size", "MiB", "bytes of the roofline copy (default 256, grown on fast devices)");
+    struct arg_int *a_roof = arg_int0(NULL, "roofline-size", "MiB", "bytes of the roofline copy (default 256 or 4 x --llc, grown on fast devices)");
     struct arg_str *a_timer = arg_str0(NULL, "timer", "auto|e2e", "auto: kernel time on OpenCL; e2e: always end to end");
     struct arg_lit *a_nocheck = arg_lit0(NULL, "no-check", "skip the reference checks");
     struct arg_lit *a_keep =
@@ -156,9 +156,21 @@ int main(int argc, char **argv)
     if (a_warm->count) o.warmup = a_warm->ival[0];
     if (a_maxreps->count) o.max_reps = a_maxreps->ival[0];
     if (a_seed->count) o.seed = (uint64_t)a_seed->ival[0];
-    if (a_llc->count) o.llc_bytes = (uint64_t)(a_llc->ival[0] > 0 ? a_llc->ival[0] : 0) * MIB;
     if (a_maxmem->count) o.max_mem = (uint64_t)(a_maxmem->ival[0] > 0 ? a_maxmem->ival[0] : 0) * MIB;
-    if (a_roof->count) o.roof_bytes = (uint64_t)(a_roof->ival[0] > 0 ? a_roof->ival[0] : 0) * MIB;
+    if (a_llc->count) {
+        o.llc_bytes = (uint64_t)(a_llc->ival[0] > 0 ? a_llc->ival[0] : 0) * MIB;
+    } else { /* the host's, so that a server's L3 of hundreds of MiB is rotated past */
+        const uint64_t host = bench_host_llc("/sys/devices/system/cpu");
+        if (host > o.llc_bytes) o.llc_bytes = host < 65536 * MIB ? host : 65536 * MIB;
+        msg_info("last-level cache: %llu MiB (sysfs: %llu MiB%s)", (unsigned long long)(o.llc_bytes / MIB),
+                 (unsigned long long)(host / MIB), host > 64 * MIB ? "" : "; at least 64 assumed");
+    }
+    if (a_roof->count) {
+        o.roof_bytes = (uint64_t)(a_roof->ival[0] > 0 ? a_roof->ival[0] : 0) * MIB;
+    } else if (4 * o.llc_bytes > o.roof_bytes) { /* a read past the cache, where memory allows its two buffers */
+        const uint64_t room = o.max_mem / 2;
+        o.roof_bytes = 4 * o.llc_bytes < room ? 4 * o.llc_bytes : room > o.roof_bytes ? room : o.roof_bytes;
+    }
     if (a_scale->count) o.scales = a_scale->sval[0];
     o.no_check = a_nocheck->count > 0;
     o.keep_weights = a_keep->count > 0;
@@ -240,7 +252,7 @@ int main(int argc, char **argv)
         if (*bench_energy_sources()) msg_info("energy counters: %s", bench_energy_sources());
         else msg_warn("--energy: no energy counter exposed here (no readable RAPL under %s, no NVML)", rapl_dir);
     }
-    bench_rooflines(&devs, o.roof_bytes, !a_roof->count);
+    bench_rooflines(&devs, o.roof_bytes, !a_roof->count, o.llc_bytes);
     worst = bench_run(plan, &o, &devs, &rows);
     rc = bench_compare(a_base->count ? a_base->sval[0] : "cpu", &o, &devs, &rows);
     if (rc > worst) worst = rc;

@@ -130,6 +130,28 @@ check "... 2 sets fit in 100 MiB" sh -c "tail -1 '$T/out' | awk -F, '{exit !(\$2
 expect_rc 2 "a set larger than --max-mem is refused" bitnet-bench $ROT --shape 4194304 --max-mem 16
 expect_err "more than --max-mem" "... and says why"
 
+# ---- the cache the rotation assumes, and the roofline past it ----
+ONE="--min-reps 1 --min-time 0 --warmup 0 --op add --shape 64 --device cpu --format json"
+expect_rc 0 "--llc in the json" bitnet-bench $ONE --llc 80 --max-mem 1024
+check "llc_mib is --llc" grep -q '"llc_mib": 80.0' "$T/out"
+check "the roofline starts at 4 x --llc (320 MiB) where memory allows" grep -q '"roofline_mib": 320.0' "$T/out"
+expect_rc 0 "--llc past half of --max-mem" bitnet-bench $ONE --llc 300 --max-mem 512
+check "... the roofline stays at 256 MiB" grep -q '"roofline_mib": 256.0' "$T/out"
+expect_rc 0 "--roofline-size wins" bitnet-bench $ONE --llc 300 --roofline-size 1
+check "... 1 MiB" grep -q '"roofline_mib": 1.0' "$T/out"
+# without --llc: the highest level of sysfs's data or unified caches, each
+# shared_cpu_list once, added; at least 64 MiB
+llc_want=$(for d in /sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*; do
+    [ -r "$d/level" ] && [ -r "$d/size" ] && [ -r "$d/shared_cpu_list" ] || continue
+    [ "$(cat "$d/type" 2>/dev/null)" = Instruction ] && continue
+    echo "$(cat "$d/level") $(cat "$d/shared_cpu_list") $(cat "$d/size")"
+done | awk '{ n = $3 + 0; u = substr($3, length($3)); if (u == "K") n *= 1024; else if (u == "M") n *= 1048576; else if (u == "G") n *= 1073741824
+             if ($1 > best) { best = $1; delete seen; total = 0 }
+             if ($1 == best && !(($2) in seen)) { seen[$2] = 1; total += n } }
+           END { m = int(total / 1048576); if (m < 64) m = 64; print m }')
+expect_rc 0 "the host's cache by default" bitnet-bench $ONE --roofline-size 1
+check "llc_mib is the host's ($llc_want MiB)" grep -q "\"llc_mib\": $llc_want.0" "$T/out"
+
 # ---- shapes ----
 expect_rc 0 "--sweep" bench --op add,permute --sweep 16:64:x2 --format csv
 check "--sweep: element counts for add, squares for permute" \

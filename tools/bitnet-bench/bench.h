@@ -27,7 +27,7 @@ typedef struct {
     double min_time_s;     /* --min-time */
     int min_reps, warmup, max_reps;
     uint64_t seed;
-    uint64_t llc_bytes;    /* assumed last-level cache */
+    uint64_t llc_bytes;    /* assumed last-level cache (--llc, else the host's, at least 64 MiB) */
     uint64_t max_mem;      /* bound on the rotated working set */
     uint64_t roof_bytes;   /* bytes for the per-device roofline */
     int no_check;
@@ -111,6 +111,8 @@ typedef struct {
     char spec[BENCH_NAME];
     char describe[256];
     double copy_gbs, read_gbs, peak_gbs; /* NAN when not measured */
+    double roof_mib;       /* the roofline's buffer size in MiB (NAN when not measured) */
+    double llc_mib;        /* the cache the run's rotation assumed (--llc), MiB */
 } bench_device;
 
 #define BENCH_MAX_OPS 32
@@ -162,7 +164,11 @@ int bench_plan_tokens(bench_plan *p, const char *list);
 int bench_devices_open(bench_devices *d, const char *list, int threads);
 void bench_devices_close(bench_devices *d);
 /* Measures each device's roofline; grow: let the size grow on fast devices. */
-void bench_rooflines(bench_devices *d, uint64_t bytes, int grow);
+void bench_rooflines(bench_devices *d, uint64_t bytes, int grow, uint64_t llc_bytes);
+/* The host's last-level cache in bytes from sysfs (cpu_root: the directory
+ * of cpu0, cpu1...), all instances of the highest level added; 0 when it
+ * does not say. */
+uint64_t bench_host_llc(const char *cpu_root);
 /* Measures every configuration of the plan into rows; returns the worst exit status. */
 int bench_run(const bench_plan *p, const bench_opts *o, bench_devices *d, bench_rows *rows);
 /* Fills %peak, and speedups against the baseline (measuring hidden rows as

@@ -255,6 +255,8 @@ int bench_write(FILE *f, bench_format fmt, const bench_row *rows, size_t n, cons
             json_object_set_new(d, "copy_gbs", jnum(devs[i].copy_gbs));
             json_object_set_new(d, "read_gbs", jnum(devs[i].read_gbs));
             json_object_set_new(d, "peak_gbs", jnum(devs[i].peak_gbs));
+            json_object_set_new(d, "roofline_mib", jnum(devs[i].roof_mib));
+            json_object_set_new(d, "llc_mib", jnum(devs[i].llc_mib));
             json_array_append_new(jd, d);
         }
         for (size_t i = 0; i < n; i++)
@@ -307,6 +309,8 @@ int bench_read_json(FILE *f, const char *name, bench_row **rows, size_t *n, benc
         d->copy_gbs = jget_num(v, "copy_gbs");
         d->read_gbs = jget_num(v, "read_gbs");
         d->peak_gbs = jget_num(v, "peak_gbs");
+        d->roof_mib = jget_num(v, "roofline_mib"); /* NAN from the files of earlier versions */
+        d->llc_mib = jget_num(v, "llc_mib");
     }
     if (json_array_size(jr) && !(*rows = calloc(json_array_size(jr), sizeof **rows))) {
         json_decref(doc);

@@ -35,7 +35,7 @@ int bench_devices_open(bench_devices *d, const char *list, int threads)
         bench_device *dv = &d->dev[i];
         bitnet_status st = bitnet_backend_create(&d->be[i], names[i], threads);
         if (st) return tool_fail(st, "cannot use device '%s'", names[i]);
-        *dv = (bench_device){.copy_gbs = NAN, .read_gbs = NAN, .peak_gbs = NAN};
+        *dv = (bench_device){.copy_gbs = NAN, .read_gbs = NAN, .peak_gbs = NAN, .roof_mib = NAN, .llc_mib = NAN};
         memcpy(dv->spec, names[i], sizeof dv->spec); /* both BENCH_NAME bytes */
         snprintf(dv->describe, sizeof dv->describe, "%s", bitnet_backend_describe(d->be[i]));
         msg_info("device %s: %s", dv->spec, dv->describe);
@@ -53,18 +53,20 @@ void bench_devices_close(bench_devices *d)
     d->baseline = NULL;
 }
 
-void bench_rooflines(bench_devices *d, uint64_t bytes0, int grow)
+void bench_rooflines(bench_devices *d, uint64_t bytes0, int grow, uint64_t llc_bytes)
 {
     for (size_t i = 0; i < d->n; i++) {
         bench_device *dv = &d->dev[i];
         uint64_t bytes = bytes0;
+        dv->llc_mib = (double)llc_bytes / (double)MIB;
+        dv->roof_mib = NAN;
         bench_progress("roofline", "", dv->spec);
         /* The library keeps the best of several runs.  When allowed, the
          * buffers grow (x4, up to 4 GiB) while one copy takes under 2 ms, so
          * that launch overhead stays small on fast devices; a size the device
          * cannot hold ends the growth. */
         bitnet_status st = bitnet_backend_bandwidth(d->be[i], bytes, &dv->copy_gbs, &dv->read_gbs);
-        while (!st && grow && bytes < 4096 * MIB && 2.0 * (double)bytes / (dv->copy_gbs * 1e6) < 2.0) {
+        while (!st && grow && bytes <= 1024 * MIB && 2.0 * (double)bytes / (dv->copy_gbs * 1e6) < 2.0) {
             double c = 0, r = 0;
             bytes *= 4;
             if (bitnet_backend_bandwidth(d->be[i], bytes, &c, &r)) break;
@@ -76,6 +78,7 @@ void bench_rooflines(bench_devices *d, uint64_t bytes0, int grow)
             dv->copy_gbs = dv->read_gbs = NAN;
         } else {
             dv->peak_gbs = fmax(dv->copy_gbs, dv->read_gbs);
+            dv->roof_mib = (double)bytes / (double)MIB;
             msg_info("%s: roofline over %llu MiB", dv->spec, (unsigned long long)(bytes / MIB));
         }
     }

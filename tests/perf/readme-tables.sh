@@ -82,6 +82,9 @@ cpu_mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1
 [ -n "$cpu_fam" ] && cpu_model="$cpu_model (family $cpu_fam, model $cpu_mod)"
 cpu_simd=$("$BENCH" --list-devices 2>/dev/null | sed -n 's/^ *simd: \([^,]*\),.*/\1/p' | head -1)
 [ -n "$cpu_simd" ] && cpu_model="$cpu_model, SIMD level $cpu_simd"
+# the last-level cache, which bitnet-bench's rotation and roofline go past
+cpu_l3=$(lscpu 2>/dev/null | sed -n 's/^L3 cache:[[:space:]]*//p' | head -1)
+[ -n "$cpu_l3" ] && cpu_model="$cpu_model, L3 $cpu_l3"
 commit=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
 gpu=""
 if command -v nvidia-smi >/dev/null 2>&1; then

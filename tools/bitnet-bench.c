@@ -160,9 +160,17 @@ int main(int argc, char **argv)
     if (a_llc->count) {
         o.llc_bytes = (uint64_t)(a_llc->ival[0] > 0 ? a_llc->ival[0] : 0) * MIB;
     } else { /* the host's, so that a server's L3 of hundreds of MiB is rotated past */
-        const uint64_t host = bench_host_llc("/sys/devices/system/cpu");
+        uint64_t host = bench_host_llc("/sys/devices/system/cpu");
+        const char *from = "sysfs";
+#ifdef _SC_LEVEL3_CACHE_SIZE
+        if (host == 0) { /* no cache directories (some containers): the C library's, from CPUID (one instance) */
+            const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+            host = l3 > 0 ? (uint64_t)l3 : 0;
+            from = "sysconf";
+        }
+#endif
         if (host > o.llc_bytes) o.llc_bytes = host < 65536 * MIB ? host : 65536 * MIB;
-        msg_info("last-level cache: %llu MiB (sysfs: %llu MiB%s)", (unsigned long long)(o.llc_bytes / MIB),
+        msg_info("last-level cache: %llu MiB (%s: %llu MiB%s)", (unsigned long long)(o.llc_bytes / MIB), from,
                  (unsigned long long)(host / MIB), host > 64 * MIB ? "" : "; at least 64 assumed");
     }
     if (a_roof->count) {

@@ -176,8 +176,9 @@ int main(int argc, char **argv)
     if (a_roof->count) {
         o.roof_bytes = (uint64_t)(a_roof->ival[0] > 0 ? a_roof->ival[0] : 0) * MIB;
     } else if (4 * o.llc_bytes > o.roof_bytes) { /* a read past the cache, where memory allows its two buffers */
-        const uint64_t room = o.max_mem / 2;
-        o.roof_bytes = 4 * o.llc_bytes < room ? 4 * o.llc_bytes : room > o.roof_bytes ? room : o.roof_bytes;
+        const uint64_t want = 4 * o.llc_bytes, room = o.max_mem / 2;
+        if (room >= want) o.roof_bytes = want;
+        else if (room > o.roof_bytes) o.roof_bytes = room;
     }
     if (a_scale->count) o.scales = a_scale->sval[0];
     o.no_check = a_nocheck->count > 0;

@@ -52,7 +52,8 @@ static uint64_t parse_size(const char *s)
     return (uint64_t)v * unit;
 }
 
-static int is_number(const char *s, const char *prefix)
+/* Whether s is prefix followed by one or more digits (cpu12, index3). */
+static int is_numbered(const char *s, const char *prefix)
 {
     const size_t n = strlen(prefix);
     if (strncmp(s, prefix, n) != 0 || s[n] == '\0') return 0;
@@ -73,14 +74,14 @@ uint64_t bench_host_llc(const char *cpu_root)
     }
     for (struct dirent *e; (e = readdir(cpus)) != NULL;) {
         char cache[4096];
-        if (!is_number(e->d_name, "cpu")) continue;
+        if (!is_numbered(e->d_name, "cpu")) continue;
         if ((size_t)snprintf(cache, sizeof cache, "%s/%s/cache", cpu_root, e->d_name) >= sizeof cache) continue;
         DIR *idx = opendir(cache);
         if (!idx) continue;
         for (struct dirent *x; (x = readdir(idx)) != NULL;) {
             char dir[4096], level[32], type[32], size[32];
             llc_instance one;
-            if (!is_number(x->d_name, "index")) continue;
+            if (!is_numbered(x->d_name, "index")) continue;
             if ((size_t)snprintf(dir, sizeof dir, "%s/%s", cache, x->d_name) >= sizeof dir) continue;
             if (read_line(dir, "level", level, sizeof level) || read_line(dir, "size", size, sizeof size) ||
                 read_line(dir, "shared_cpu_list", one.cpus, sizeof one.cpus))
